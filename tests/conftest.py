@@ -1,0 +1,68 @@
+"""Shared fixtures.
+
+`impl` runs a test once against the pure-Python twins ("py") and once against
+the compiled modules ("c"). The "c" case exists when the compiled modules
+import; with TRIO_MCP_REQUIRE_EXTENSIONS=1 a missing one is an error, and with
+TRIO_MCP_NO_EXTENSIONS=1 only the twins run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+
+import pytest
+
+from trio_mcp import _speedups
+
+
+@dataclass(frozen=True)
+class Impl:
+    kind: str
+    httphead: ModuleType
+    headers: ModuleType
+    sentinel: ModuleType
+    sse: ModuleType
+
+
+def _load(kind: str) -> Impl:
+    suffix = "_py" if kind == "py" else ""
+    mods = {
+        name.lstrip("_"): importlib.import_module(
+            f"trio_mcp.{name}{suffix}"
+        )
+        for name in _speedups.COMPILED_MODULES
+    }
+    return Impl(kind=kind, **mods)
+
+
+def _kinds() -> list[str]:
+    if _speedups.NO_EXTENSIONS:
+        return ["py"]
+    try:
+        _load("c")
+    except ImportError:
+        if _speedups.REQUIRE_EXTENSIONS:
+            raise
+        return ["py"]
+    return ["py", "c"]
+
+
+IMPL_KINDS = _kinds()
+
+
+@pytest.fixture(params=IMPL_KINDS)
+def impl(request: pytest.FixtureRequest) -> Impl:
+    return _load(request.param)
+
+
+@pytest.fixture
+def py_impl() -> Impl:
+    return _load("py")
+
+
+@pytest.fixture(params=[k for k in IMPL_KINDS if k == "c"])
+def compiled_impl(request: pytest.FixtureRequest) -> Impl:
+    """The compiled modules (differential tests compare them with `py_impl`)."""
+    return _load(request.param)
