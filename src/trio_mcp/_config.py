@@ -1,0 +1,89 @@
+"""Server configuration: one frozen, validated record, passed explicitly.
+
+Field names carry their units. Every knob has a default that suits a
+production server on one machine; README.md documents each of them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+KiB = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """How a trio-mcp server listens and how long it waits for peers.
+
+    Attributes:
+        host: address to bind; loopback by default.
+        port: TCP port to bind; 0 picks a free one (see ``Server.ports``).
+        backlog: listen backlog; None lets trio choose (the OS maximum).
+        idle_timeout_s: how long a persistent connection may wait for the first
+            byte of its next request before the server closes it silently.
+        head_timeout_s: how long a request head may take to arrive, counted
+            from its first byte; separate from the idle timeout so a slowly
+            trickled head cannot hold a connection (answered 408).
+        body_timeout_s: how long a request body may take to arrive in full,
+            counted from the end of its head (answered 408).
+        write_timeout_s: how long one write to a client may block (a client
+            that stops reading is disconnected).
+        max_requests_per_connection: after this many requests the server
+            answers with ``Connection: close``.
+        max_body_bytes: larger request bodies are answered 413.
+        max_head_bytes: request heads above this size are answered 431.
+        max_request_line_bytes: longer request lines are answered 414; longer
+            header lines 431.
+        max_header_count: more header lines than this are answered 431.
+        receive_chunk_bytes: how much one socket read asks for.
+        shutdown_timeout_s: on graceful shutdown, how long in-flight requests
+            may take to finish before they are cancelled.
+        reuse_port: set SO_REUSEPORT so several processes can share the port.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    backlog: int | None = None
+    idle_timeout_s: float = 30.0
+    head_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    write_timeout_s: float = 30.0
+    max_requests_per_connection: int = 1000
+    max_body_bytes: int = 4 * MiB
+    max_head_bytes: int = 16 * KiB
+    max_request_line_bytes: int = 8 * KiB
+    max_header_count: int = 100
+    receive_chunk_bytes: int = 64 * KiB
+    shutdown_timeout_s: float = 10.0
+    reuse_port: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"port must be in 0..65535, not {self.port}")
+        if self.backlog is not None and self.backlog < 1:
+            raise ValueError("backlog must be at least 1")
+        for name in (
+            "idle_timeout_s",
+            "head_timeout_s",
+            "body_timeout_s",
+            "write_timeout_s",
+            "shutdown_timeout_s",
+        ):
+            value = getattr(self, name)
+            if not (value > 0 and not math.isnan(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value}")
+        for name in (
+            "max_requests_per_connection",
+            "max_body_bytes",
+            "max_head_bytes",
+            "max_request_line_bytes",
+            "max_header_count",
+            "receive_chunk_bytes",
+        ):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if self.max_request_line_bytes > self.max_head_bytes:
+            raise ValueError("max_request_line_bytes cannot exceed max_head_bytes")

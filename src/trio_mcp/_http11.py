@@ -1,0 +1,451 @@
+"""Sans-IO HTTP/1.1 for the server side: bytes in, requests out; responses in, bytes out.
+
+This module owns the connection rules of DESIGN.md ("The HTTP connection
+contract"): request framing, body limits, persistence, pipelining order and
+what goes on the wire for full and streamed responses. It never awaits and
+never imports trio; the trio shell (``_trio/_server.py``) moves the bytes and
+applies the time limits, asking `HTTP11Connection.phase` which limit applies.
+
+Usage, one connection::
+
+    conn = HTTP11Connection(config)
+    while True:
+        event = conn.next_event()
+        if event is NEED_DATA:      conn.receive_data(await read())   # b"" is EOF
+        elif event is SEND_CONTINUE: await write(CONTINUE_RESPONSE)
+        elif event is CLOSED:       break
+        else:                       # a Request, body complete
+            await write(conn.full_response(event, response, date))
+            if conn.must_close: break
+
+Errors in the peer's bytes raise `RemoteProtocolError`; answer them with
+`error_response` and close, since unread bytes cannot be trusted as the next
+request.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterable, Iterable, Sequence
+from http import HTTPStatus
+from typing import Final, final
+
+from ._config import ServerConfig
+from ._errors import LocalProtocolError, RemoteProtocolError
+from ._speedups import check_headers, find_head_end, parse_head
+from ._headers_py import FLAG_CLOSE, FLAG_EXPECT_CONTINUE, FLAG_KEEP_ALIVE
+
+Headers = list[tuple[bytes, bytes]]
+
+
+@final
+class Request:
+    """One complete request: head and body.
+
+    `headers` holds every header as (lowercase name, value) in arrival order;
+    `singles` maps the singleton headers (Host, Content-Type, Authorization,
+    Origin, the MCP headers, ...) that were present to their one value.
+    """
+
+    __slots__ = ("method", "target", "path", "query", "http_minor", "headers", "singles", "body")
+
+    def __init__(
+        self,
+        method: str,
+        target: str,
+        http_minor: int,
+        headers: Headers,
+        singles: dict[bytes, bytes],
+        body: bytes,
+    ) -> None:
+        self.method = method
+        self.target = target
+        path, _, query = target.partition("?")
+        if not path.startswith("/") and "://" in path:
+            # absolute-form: the path is what follows the authority
+            slash = path.find("/", path.index("://") + 3)
+            path = path[slash:] if slash >= 0 else "/"
+        self.path = path
+        self.query = query
+        self.http_minor = http_minor
+        self.headers = headers
+        self.singles = singles
+        self.body = body
+
+    def header(self, name: bytes) -> bytes | None:
+        """The value of header `name` (lowercase); for repeated headers, the first."""
+        value = self.singles.get(name)
+        if value is not None:
+            return value
+        for key, value in self.headers:
+            if key == name:
+                return value
+        return None
+
+    def header_values(self, name: bytes) -> list[bytes]:
+        """Every value of header `name` (lowercase), in arrival order."""
+        return [value for key, value in self.headers if key == name]
+
+    def __repr__(self) -> str:
+        return f"<Request {self.method} {self.target} HTTP/1.{self.http_minor}>"
+
+
+@final
+class Response:
+    """A response with its whole body in memory (sent with Content-Length).
+
+    `headers` must not contain Content-Length, Transfer-Encoding, Connection or
+    Date: the connection writes those itself.
+    """
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: Headers | None = None, body: bytes = b"") -> None:
+        self.status = status
+        self.headers: Headers = headers if headers is not None else []
+        self.body = body
+
+
+@final
+class StreamingResponse:
+    """A response whose body is produced while it is sent (SSE, large data).
+
+    Sent with chunked framing on HTTP/1.1 and close-delimited on HTTP/1.0.
+    The status and headers go out before the first chunk is produced; `body`
+    is iterated by the connection's only writer, so chunks never interleave
+    with other output.
+    """
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: Headers, body: AsyncIterable[bytes]) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class Phase(enum.Enum):
+    """What the connection is waiting for; the shell picks the time limit from it."""
+
+    IDLE = "idle"  # between requests: no byte of the next one yet
+    HEAD = "head"  # part of a request head has arrived
+    BODY = "body"  # the head is complete, the body is not
+    RESPONDING = "responding"  # a request was handed out; its response is due
+    DONE = "done"  # closed, or must close
+
+
+class _Sentinel:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+NEED_DATA: Final = _Sentinel("NEED_DATA")
+SEND_CONTINUE: Final = _Sentinel("SEND_CONTINUE")
+CLOSED: Final = _Sentinel("CLOSED")
+Event = Request | _Sentinel
+
+CONTINUE_RESPONSE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+_LAST_CHUNK: Final = b"0\r\n\r\n"
+_CRLF: Final = b"\r\n"
+
+
+def _status_line(status: int) -> bytes:
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    return f"HTTP/1.1 {status} {phrase}\r\n".encode("ascii")
+
+
+_STATUS_LINES: Final = {int(s): _status_line(int(s)) for s in HTTPStatus}
+# Statuses whose responses never have a body (RFC 9110 6.4.1).
+_NO_BODY_STATUSES: Final = frozenset({204, 304}) | frozenset(range(100, 200))
+
+
+def status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        if not 100 <= status <= 999:
+            raise LocalProtocolError(f"invalid HTTP status {status}")
+        line = _STATUS_LINES[status] = _status_line(status)
+    return line
+
+
+def method_not_allowed(allowed: Sequence[str]) -> Response:
+    """A 405 answer naming the methods the resource supports (RFC 9110 15.5.6)."""
+    return Response(
+        405,
+        [(b"allow", ", ".join(allowed).encode("ascii")), (b"content-type", b"text/plain")],
+        b"method not allowed\n",
+    )
+
+
+@final
+class HTTP11Connection:
+    """The server side of one HTTP/1.1 connection, without I/O."""
+
+    __slots__ = (
+        "_buf",
+        "_scan_from",
+        "_line_done",
+        "_head",
+        "_content_length",
+        "_continue_due",
+        "_request_keep_alive",
+        "_request_minor",
+        "_head_request",
+        "_requests_left",
+        "_eof",
+        "_max_body",
+        "_max_head",
+        "_max_line",
+        "_max_headers",
+        "phase",
+        "must_close",
+        "draining",
+    )
+
+    def __init__(self, config: ServerConfig) -> None:
+        self._buf = bytearray()
+        self._scan_from = 0
+        self._line_done = False
+        # set while a parsed head waits for its body
+        self._head: tuple[bytes, bytes, int, Headers, dict[bytes, bytes]] | None = None
+        self._content_length = 0
+        self._continue_due = False
+        self._request_keep_alive = True
+        self._request_minor = 1
+        self._head_request = False
+        self._requests_left = config.max_requests_per_connection
+        self._eof = False
+        self._max_body = config.max_body_bytes
+        self._max_head = config.max_head_bytes
+        self._max_line = config.max_request_line_bytes
+        self._max_headers = config.max_header_count
+        self.phase = Phase.IDLE
+        #: True once the connection must close after the current response.
+        self.must_close = False
+        #: Set by the server on graceful shutdown: the next response closes.
+        self.draining = False
+
+    # ---- bytes in -------------------------------------------------------
+
+    def receive_data(self, data: bytes) -> None:
+        """Add bytes read from the peer; ``b""`` means the peer closed its side."""
+        if data:
+            self._buf += data
+        else:
+            self._eof = True
+
+    @property
+    def trailing_data(self) -> bytes:
+        """Bytes received and not yet consumed (pipelined requests)."""
+        return bytes(self._buf)
+
+    def next_event(self) -> Event:
+        """The next thing to act on: a Request, NEED_DATA, SEND_CONTINUE or CLOSED.
+
+        Raises RemoteProtocolError when the peer's bytes break the rules.
+        """
+        if self.phase is Phase.RESPONDING:
+            raise LocalProtocolError("the previous request has not been answered")
+        if self.phase is Phase.DONE:
+            return CLOSED
+        if self._head is None:
+            event = self._read_head()
+            if event is not None:
+                return event
+        return self._read_body()
+
+    def _read_head(self) -> Event | None:
+        buf = self._buf
+        if self.phase is Phase.IDLE:
+            # RFC 9112 2.2: ignore empty lines before a request line.
+            while buf[:2] == _CRLF:
+                del buf[:2]
+            if not buf:
+                if self._eof:
+                    self.phase = Phase.DONE
+                    return CLOSED
+                return NEED_DATA
+            self.phase = Phase.HEAD
+        end = find_head_end(buf, self._scan_from)
+        if end < 0:
+            size = len(buf)
+            self._scan_from = max(0, size - 3)
+            if not self._line_done and size > self._max_line:
+                line_end = buf.find(_CRLF, 0, self._max_line + 2)
+                if line_end < 0:
+                    raise RemoteProtocolError("request line too long", 414)
+                self._line_done = True
+            if size > self._max_head:
+                raise RemoteProtocolError("request head too large", 431)
+            if self._eof:
+                raise RemoteProtocolError("connection closed inside a request head", 400)
+            return NEED_DATA
+        if end > self._max_head:
+            raise RemoteProtocolError("request head too large", 431)
+        head = bytes(buf[:end])
+        del buf[:end]
+        self._scan_from = 0
+        self._line_done = False
+        method, target, minor, headers = parse_head(head, self._max_line, self._max_headers)
+        singles, content_length, flags = check_headers(headers, minor)
+        if content_length > self._max_body:
+            raise RemoteProtocolError("request body too large", 413)
+        if minor:
+            keep_alive = not flags & FLAG_CLOSE
+        else:
+            keep_alive = bool(flags & FLAG_KEEP_ALIVE) and not flags & FLAG_CLOSE
+        self._request_keep_alive = keep_alive
+        self._request_minor = minor
+        self._content_length = max(content_length, 0)
+        self._continue_due = bool(flags & FLAG_EXPECT_CONTINUE)
+        self._head = (method, target, minor, headers, singles)
+        self.phase = Phase.BODY
+        return None
+
+    def _read_body(self) -> Event:
+        head = self._head
+        assert head is not None
+        buf = self._buf
+        length = self._content_length
+        if len(buf) < length:
+            if self._eof:
+                raise RemoteProtocolError("connection closed inside a request body", 400)
+            if self._continue_due:
+                self._continue_due = False
+                return SEND_CONTINUE
+            return NEED_DATA
+        if length:
+            body = bytes(buf[:length])
+            del buf[:length]
+        else:
+            body = b""
+        self._head = None
+        self._continue_due = False
+        method_bytes, target_bytes, minor, headers, singles = head
+        method = method_bytes.decode("ascii")
+        self._head_request = method == "HEAD"
+        self.phase = Phase.RESPONDING
+        return Request(method, target_bytes.decode("ascii"), minor, headers, singles, body)
+
+    # ---- bytes out ------------------------------------------------------
+
+    def _decide_close(self, streaming: bool) -> bool:
+        self._requests_left -= 1
+        close = (
+            not self._request_keep_alive
+            or self._requests_left <= 0
+            or self.draining
+            or (streaming and self._request_minor == 0)
+        )
+        self.must_close = close
+        return close
+
+    def _head_bytes(
+        self, status: int, headers: Iterable[tuple[bytes, bytes]], date: bytes, framing: bytes
+    ) -> list[bytes]:
+        parts = [status_line(status), b"date: ", date, _CRLF]
+        for name, value in headers:
+            parts += (name, b": ", value, _CRLF)
+        parts.append(framing)
+        return parts
+
+    def _connection_header(self, close: bool) -> bytes:
+        if close:
+            return b"connection: close\r\n"
+        if self._request_minor == 0:
+            return b"connection: keep-alive\r\n"
+        return b""
+
+    def full_response(self, response: Response, date: bytes) -> bytes:
+        """Serialize the answer to the current request; head and body in one buffer."""
+        self._check_responding()
+        close = self._decide_close(streaming=False)
+        status = response.status
+        body = response.body
+        if status in _NO_BODY_STATUSES:
+            framing = self._connection_header(close) + _CRLF
+            body = b""
+        else:
+            framing = b"content-length: %d\r\n%s\r\n" % (len(body), self._connection_header(close))
+            if self._head_request:
+                body = b""
+        parts = self._head_bytes(status, response.headers, date, framing)
+        parts.append(body)
+        self._finish_response(close)
+        return b"".join(parts)
+
+    def start_stream(self, response: StreamingResponse, date: bytes) -> bytes:
+        """The head of a streamed answer; then `stream_chunk` for each piece, then `end_stream`.
+
+        For HEAD requests the head is all there is: `stream_body_allowed` is
+        False and `end_stream` returns nothing.
+        """
+        self._check_responding()
+        close = self._decide_close(streaming=True)
+        if self._request_minor == 1 and not self._head_request:
+            framing = b"transfer-encoding: chunked\r\n"
+        else:
+            framing = b""
+        framing += self._connection_header(close) + _CRLF
+        return b"".join(self._head_bytes(response.status, response.headers, date, framing))
+
+    @property
+    def stream_body_allowed(self) -> bool:
+        return not self._head_request
+
+    @property
+    def stream_chunked(self) -> bool:
+        """Whether stream pieces need chunk framing (HTTP/1.1) or go raw (HTTP/1.0)."""
+        return self._request_minor == 1
+
+    def stream_chunk(self, data: bytes) -> bytes:
+        """One piece of a streamed body, framed for the wire (empty data gives b"")."""
+        if not data or self._head_request:
+            return b""
+        if self._request_minor == 1:
+            return b"%x\r\n%s\r\n" % (len(data), data)
+        return data
+
+    def end_stream(self) -> bytes:
+        """The end of a streamed body; the connection is ready for the next request."""
+        last = _LAST_CHUNK if self._request_minor == 1 and not self._head_request else b""
+        self._finish_response(self.must_close)
+        return last
+
+    def _check_responding(self) -> None:
+        if self.phase is not Phase.RESPONDING:
+            raise LocalProtocolError("no request is waiting for a response")
+
+    def _finish_response(self, close: bool) -> None:
+        self._head_request = False
+        self.phase = Phase.DONE if close else Phase.IDLE
+
+    def error_response(self, error: RemoteProtocolError, date: bytes) -> bytes:
+        """The answer to a broken request: its status, a short text, and a close."""
+        self.must_close = True
+        self.phase = Phase.DONE
+        body = f"{error.status} {_reason(error.status)}: {error}\n".encode("ascii", "replace")
+        return b"".join(
+            self._head_bytes(
+                error.status,
+                [(b"content-type", b"text/plain; charset=utf-8")],
+                date,
+                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body),
+            )
+            + [body]
+        )
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
