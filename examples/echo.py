@@ -24,6 +24,8 @@ _NOT_ALLOWED = method_not_allowed(ALLOWED)
 
 
 async def echo(request: Request) -> Response:
+    if request.target == "*":  # OPTIONS * asks about the server as a whole
+        return _OPTIONS
     if request.path != "/mcp" and request.path != "/mcp/":
         return _NOT_FOUND
     method = request.method

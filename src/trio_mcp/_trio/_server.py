@@ -143,19 +143,25 @@ class Server:
                 config.port, host=config.host, backlog=config.backlog
             )
         self.sockets = [listener.socket for listener in listeners]
-        async with trio.open_nursery() as connections:
-            async with trio.open_nursery() as acceptors:
+        try:
+            async with trio.open_nursery() as connections:
+                async with trio.open_nursery() as acceptors:
+                    for listener in listeners:
+                        acceptors.start_soon(self._accept_loop, listener, connections)
+                    task_status.started(self)
+                    await self._shutdown.wait()
+                    acceptors.cancel_scope.cancel()
                 for listener in listeners:
-                    acceptors.start_soon(self._accept_loop, listener, connections)
-                task_status.started(self)
-                await self._shutdown.wait()
-                acceptors.cancel_scope.cancel()
+                    await trio.aclose_forcefully(listener)
+                for conn in list(self._connections):
+                    conn.drain()
+                # In-flight requests get a deadline, then are cancelled.
+                connections.cancel_scope.deadline = (
+                    trio.current_time() + config.shutdown_timeout_s
+                )
+        finally:
             for listener in listeners:
-                await listener.aclose()
-            for conn in list(self._connections):
-                conn.drain()
-            # In-flight requests get a deadline, then are cancelled.
-            connections.cancel_scope.deadline = trio.current_time() + config.shutdown_timeout_s
+                listener.socket.close()
 
     async def _accept_loop(
         self, listener: trio.SocketListener, connections: trio.Nursery
@@ -316,7 +322,7 @@ async def _send_quietly(stream: trio.abc.HalfCloseableStream, data: bytes) -> No
 
 
 _LINGER_S: Final = 1.0
-_LINGER_BYTES: Final = 256 * 1024
+_LINGER_BYTES: Final = 16 * 1024 * 1024
 
 
 async def _lingering_close(stream: trio.abc.HalfCloseableStream) -> None:

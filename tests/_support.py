@@ -1,0 +1,137 @@
+"""Helpers for tests that talk HTTP to the server over trio streams.
+
+Responses are read with h11 as the client, so our framing is checked by an
+independent implementation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+import importlib.util
+from types import ModuleType
+
+import h11
+import trio
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[bytes, bytes]
+    body: bytes
+    chunks: list[bytes] = field(default_factory=list)
+
+    def header(self, name: bytes) -> bytes | None:
+        return self.headers.get(name)
+
+
+class Client:
+    """Reads HTTP/1.1 responses from a trio stream; requests are sent as raw bytes."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.eof = False
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stream.aclose()
+
+    async def send(self, data: bytes) -> None:
+        await self.stream.send_all(data)
+
+    async def read_reply(self, head: bool = False) -> Reply:
+        """One response; ``head=True`` when it answers a HEAD request."""
+        # h11 as a client needs to know the request; a fake one of the right method.
+        if self.h11.our_state is h11.IDLE:
+            self.h11.send(h11.Request(method="HEAD" if head else "POST", target="/", headers=[("Host", "x"), ("Content-Length", "0")]))
+            self.h11.send(h11.EndOfMessage())
+        status = 0
+        headers: dict[bytes, bytes] = {}
+        chunks: list[bytes] = []
+        while True:
+            event = self.h11.next_event()
+            if event is h11.NEED_DATA:
+                data = await self.stream.receive_some(65536)
+                if not data:
+                    self.eof = True
+                self.h11.receive_data(data)
+                continue
+            if isinstance(event, h11.InformationalResponse):
+                continue
+            if isinstance(event, h11.Response):
+                status = event.status_code
+                headers = {}
+                for name, value in event.headers:
+                    assert name not in headers, f"duplicate response header {name!r}"
+                    headers[name] = value
+            elif isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.ConnectionClosed):
+                raise EOFError("connection closed before a complete response")
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+            self.h11.start_next_cycle()
+        return Reply(status, headers, b"".join(chunks), chunks)
+
+    async def read_until_eof(self) -> bytes:
+        data = bytearray()
+        while True:
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                self.eof = True
+                return bytes(data)
+            data += chunk
+
+
+def post(body: bytes = b"{}", path: bytes = b"/mcp", extra: bytes = b"", version: bytes = b"1.1") -> bytes:
+    return (
+        b"POST " + path + b" HTTP/" + version + b"\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+        + extra
+        + b"\r\n"
+        + body
+    )
+
+
+async def connect(port: int) -> Client:
+    """A client on a fresh loopback connection."""
+    return Client(await trio.open_tcp_stream("127.0.0.1", port))
+
+
+async def exchange_and_close(port: int, data: bytes) -> Reply:
+    """Send raw bytes on a new connection; the reply, checked to be followed by a close."""
+    client = await connect(port)
+    try:
+        await client.send(data)
+        reply = await client.read_reply()
+        assert reply.header(b"connection") == b"close", reply
+        assert client.eof or await client.read_until_eof() == b"", "server did not close"
+        return reply
+    finally:
+        await client.stream.aclose()
+
+
+async def still_serving(port: int) -> None:
+    """A new connection gets a normal answer."""
+    client = await connect(port)
+    try:
+        await client.send(post(b'{"still":"serving"}'))
+        reply = await client.read_reply()
+        assert (reply.status, reply.body) == (200, b'{"still":"serving"}')
+    finally:
+        await client.stream.aclose()

@@ -1,0 +1,35 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Awaitable
+
+import pytest
+import trio
+from _support import load_example
+
+from trio_mcp import Server, ServerConfig, serve
+
+echo = load_example("echo").echo
+
+ServerFactory = Callable[..., Awaitable[Server]]
+
+
+@pytest.fixture
+async def start_server(nursery: trio.Nursery) -> AsyncIterator[ServerFactory]:
+    """Start an echo server (or another handler) on 127.0.0.1 with a free port."""
+    servers: list[Server] = []
+
+    async def factory(handler=echo, **config: object) -> Server:
+        server: Server = await nursery.start(
+            serve, handler, ServerConfig(port=0, **config)  # type: ignore[arg-type]
+        )
+        servers.append(server)
+        return server
+
+    yield factory
+    for server in servers:
+        server.shutdown()
+
+
+@pytest.fixture
+async def echo_server(start_server: ServerFactory) -> Server:
+    return await start_server()

@@ -1,0 +1,222 @@
+"""The trio shell over in-memory streams: time limits (autojump clock), order, streaming."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import trio
+import trio.testing
+from _support import Client, post
+
+from trio_mcp import Request, Response, Server, ServerConfig, StreamingResponse
+
+
+async def echo(request: Request) -> Response:
+    return Response(200, [(b"content-type", b"application/json")], request.body)
+
+
+async def start(
+    nursery: trio.Nursery, handler=echo, lockstep: bool = False, **config: object
+) -> tuple[Server, Client, trio.Event]:
+    server = Server(handler, ServerConfig(**config))  # type: ignore[arg-type]
+    if lockstep:
+        client_stream, server_stream = trio.testing.lockstep_stream_pair()
+    else:
+        client_stream, server_stream = trio.testing.memory_stream_pair()
+    done = trio.Event()
+
+    async def run() -> None:
+        await server.handle_stream(server_stream)
+        done.set()
+
+    nursery.start_soon(run)
+    return server, Client(client_stream), done
+
+
+async def test_idle_timeout_closes_silently_after_30_s(nursery, autojump_clock) -> None:
+    _, client, done = await start(nursery)
+    await client.send(post(b"[1]"))
+    assert (await client.read_reply()).body == b"[1]"
+    t0 = trio.current_time()
+    assert await client.read_until_eof() == b""
+    assert trio.current_time() - t0 == pytest.approx(30, abs=0.01)
+    await done.wait()
+
+
+async def test_idle_timeout_is_configurable(nursery, autojump_clock) -> None:
+    _, client, _ = await start(nursery, idle_timeout_s=2.5)
+    t0 = trio.current_time()
+    assert await client.read_until_eof() == b""
+    assert trio.current_time() - t0 == pytest.approx(2.5, abs=0.01)
+
+
+async def test_trickled_head_gets_408_after_head_timeout(nursery, autojump_clock) -> None:
+    # One byte a second never trips the 30 s idle timeout, but the head as a
+    # whole must arrive within 10 s of its first byte.
+    _, client, done = await start(nursery)
+    t0 = trio.current_time()
+
+    async def trickle() -> None:
+        for byte in b"POST /mcp HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"y" * 100:
+            await client.send(bytes([byte]))
+            await trio.sleep(1)
+
+    nursery.start_soon(trickle)
+    reply = await client.read_reply()
+    assert reply.status == 408
+    assert reply.header(b"connection") == b"close"
+    assert trio.current_time() - t0 == pytest.approx(10, abs=0.01)
+    await done.wait()
+
+
+async def test_body_that_stops_gets_408_after_body_timeout(nursery, autojump_clock) -> None:
+    _, client, done = await start(nursery)
+    await client.send(post(b"0123456789")[:-4])
+    t0 = trio.current_time()
+    reply = await client.read_reply()
+    assert reply.status == 408
+    assert trio.current_time() - t0 == pytest.approx(30, abs=0.01)
+    await done.wait()
+
+
+async def test_client_that_stops_reading_is_dropped_after_write_timeout(nursery, autojump_clock) -> None:
+    big = b"x" * 100
+
+    async def handler(request: Request) -> Response:
+        return Response(200, [], big)
+
+    _, client, done = await start(nursery, handler, lockstep=True, write_timeout_s=5)
+    await client.send(post())
+    t0 = trio.current_time()
+    await done.wait()  # the client never reads
+    assert trio.current_time() - t0 == pytest.approx(5, abs=0.01)
+
+
+async def test_slow_handler_is_not_timed_out(nursery, autojump_clock) -> None:
+    async def slow(request: Request) -> Response:
+        await trio.sleep(3600)
+        return Response(200, [], b"late")
+
+    _, client, _ = await start(nursery, slow)
+    await client.send(post())
+    assert (await client.read_reply()).body == b"late"
+
+
+async def test_pipelined_requests_answered_in_order(nursery, autojump_clock) -> None:
+    async def handler(request: Request) -> Response:
+        await trio.sleep(1 / (int(request.body) + 1))  # later requests finish sooner
+        return Response(200, [], request.body)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(b"".join(post(b"%d" % i) for i in range(5)))
+    assert [(await client.read_reply()).body for _ in range(5)] == [b"%d" % i for i in range(5)]
+
+
+async def test_handler_error_gives_500_and_connection_lives_on(nursery, caplog) -> None:
+    async def handler(request: Request) -> Response:
+        if request.body == b"boom":
+            raise RuntimeError("secret detail")
+        return Response(200, [], request.body)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post(b"boom"))
+    reply = await client.read_reply()
+    assert reply.status == 500
+    assert b"secret" not in reply.body
+    await client.send(post(b"ok"))
+    assert (await client.read_reply()).body == b"ok"
+    assert "handler failed" in caplog.text
+
+
+async def test_expect_100_continue_before_body(nursery) -> None:
+    _, client, _ = await start(nursery)
+    await client.send(b"POST /mcp HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+    interim = await client.stream.receive_some(100)
+    assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+    await client.send(b"true")
+    # h11 needs to see the interim response too, so feed a fresh client the rest.
+    reply = await Client(client.stream).read_reply()
+    assert reply.body == b"true"
+
+
+async def test_bad_request_gets_error_then_close(nursery) -> None:
+    _, client, done = await start(nursery)
+    await client.send(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx")
+    reply = await client.read_reply()
+    assert reply.status == 400
+    assert reply.header(b"connection") == b"close"
+    assert await client.read_until_eof() == b""
+    await done.wait()
+
+
+async def _events(log: list[str]) -> AsyncIterator[bytes]:
+    try:
+        for i in range(3):
+            yield b"data: %d\n\n" % i
+            await trio.sleep(0)
+    finally:
+        log.append("closed")
+
+
+async def test_streaming_response_is_chunked_and_connection_persists(nursery) -> None:
+    log: list[str] = []
+
+    async def handler(request: Request) -> Response | StreamingResponse:
+        if request.method == "GET":
+            return StreamingResponse(200, [(b"content-type", b"text/event-stream")], _events(log))
+        return Response(200, [], request.body)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = await client.read_reply()
+    assert reply.header(b"transfer-encoding") == b"chunked"
+    assert reply.body == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+    assert log == ["closed"]
+    await client.send(post(b"after"))
+    assert (await client.read_reply()).body == b"after"
+
+
+async def test_streaming_head_request_does_not_run_the_body(nursery) -> None:
+    log: list[str] = []
+
+    async def handler(request: Request) -> StreamingResponse:
+        return StreamingResponse(200, [], _events(log))
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(b"HEAD /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+    reply = await client.read_reply(head=True)
+    assert reply.status == 200 and reply.body == b""
+
+
+async def test_dead_peer_mid_stream_closes_the_body(nursery, autojump_clock) -> None:
+    closed = trio.Event()
+
+    async def forever() -> AsyncIterator[bytes]:
+        try:
+            while True:
+                yield b": keepalive\n\n"
+                await trio.sleep(15)
+        finally:
+            closed.set()
+
+    async def handler(request: Request) -> StreamingResponse:
+        return StreamingResponse(200, [], forever())
+
+    _, client, done = await start(nursery, handler)
+    await client.send(b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+    await client.stream.receive_some(1000)
+    await client.stream.aclose()
+    with trio.fail_after(60):
+        await closed.wait()
+        await done.wait()
+
+
+async def test_statistics_count_connections_and_requests(nursery) -> None:
+    server, client, done = await start(nursery)
+    await client.send(post() + post(extra=b"Connection: close\r\n"))
+    await client.read_reply()
+    await client.read_reply()
+    await done.wait()
+    stats = server.statistics()
+    assert (stats.connections_open, stats.connections_total, stats.requests_total) == (0, 1, 2)
