@@ -1,0 +1,214 @@
+"""DESIGN.md "The HTTP connection contract" over real loopback sockets."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+import trio
+from _support import EXAMPLES, Client, connect, post, still_serving
+
+from trio_mcp import Request, Response, Server
+
+
+async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            for i in range(20):
+                await client.send(post(b"[%d]" % i))
+                reply = await client.read_reply()
+                assert reply.body == b"[%d]" % i
+                assert reply.header(b"connection") is None
+                assert reply.header(b"date") is not None
+    assert echo_server.statistics().connections_total == 1
+
+
+async def test_pipelining_over_a_socket(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(b"".join(post(b"[%d]" % i) for i in range(50)))
+            bodies = [(await client.read_reply()).body for _ in range(50)]
+    assert bodies == [b"[%d]" % i for i in range(50)]
+
+
+async def test_client_connection_close_is_honoured(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(post(extra=b"Connection: close\r\n"))
+            reply = await client.read_reply()
+            assert reply.header(b"connection") == b"close"
+            assert await client.read_until_eof() == b""
+
+
+async def test_http10_closes_unless_keep_alive_asked(echo_server: Server) -> None:
+    port = echo_server.ports[0]
+    with trio.fail_after(10):
+        async with await connect(port) as client:
+            await client.send(b"GET /mcp HTTP/1.0\r\n\r\n")
+            assert (await client.read_reply()).header(b"connection") == b"close"
+            assert await client.read_until_eof() == b""
+        async with await connect(port) as client:
+            for _ in range(3):
+                await client.send(b"GET /mcp HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+                reply = await client.read_reply()
+                assert reply.status == 200
+                assert reply.header(b"connection") == b"keep-alive"
+                client.h11 = type(client.h11)(client.h11.our_role)  # h11 ends 1.0 cycles
+
+
+async def test_request_limit_closes_with_the_last_response(start_server) -> None:
+    server = await start_server(max_requests_per_connection=5)
+    async with await connect(server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(post() * 5)
+            replies = [await client.read_reply() for _ in range(5)]
+            assert [r.header(b"connection") for r in replies] == [None] * 4 + [b"close"]
+            assert await client.read_until_eof() == b""
+
+
+async def test_head_request_over_a_socket(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(b"HEAD /mcp HTTP/1.1\r\nHost: x\r\n\r\n" + post(b"[1]"))
+            head = await client.read_reply(head=True)
+            assert head.body == b"" and int(head.headers[b"content-length"]) > 0
+            assert (await client.read_reply()).body == b"[1]"
+
+
+async def test_expect_continue_over_a_socket(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(
+                b"POST /mcp HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+            )
+            assert await client.stream.receive_some(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+            await client.send(b"{}")
+            assert (await Client(client.stream).read_reply()).body == b"{}"
+
+
+async def test_graceful_shutdown_finishes_in_flight_requests(start_server) -> None:
+    release = trio.Event()
+    started = trio.Event()
+
+    async def handler(request: Request) -> Response:
+        if request.body == b"slow":
+            started.set()
+            await release.wait()
+        return Response(200, [], request.body)
+
+    server = await start_server(handler)
+    port = server.ports[0]
+    with trio.fail_after(10):
+        async with (
+            await connect(port) as idle,
+            await connect(port) as busy,
+            await connect(port) as partial,
+        ):
+            await idle.send(post(b"x"))
+            await idle.read_reply()
+            await busy.send(post(b"slow"))
+            await started.wait()
+            await partial.send(post(b"late")[:20])
+            await trio.testing.wait_all_tasks_blocked()
+
+            server.shutdown()
+            # idle connections close at once
+            assert await idle.read_until_eof() == b""
+            # new connections are refused
+            await trio.sleep(0.05)
+            try:
+                refused = await trio.open_tcp_stream("127.0.0.1", port)
+            except OSError:
+                pass
+            else:
+                await refused.aclose()
+                raise AssertionError("a draining server accepted a connection")
+            # in-flight requests finish, with Connection: close
+            await partial.send(post(b"late")[20:])
+            reply = await partial.read_reply()
+            assert (reply.body, reply.header(b"connection")) == (b"late", b"close")
+            release.set()
+            reply = await busy.read_reply()
+            assert (reply.body, reply.header(b"connection")) == (b"slow", b"close")
+            while server.statistics().connections_open:
+                await trio.sleep(0.01)
+
+
+async def test_graceful_shutdown_cancels_after_the_deadline(nursery, start_server) -> None:
+    cancelled = trio.Event()
+
+    async def handler(request: Request) -> Response:
+        try:
+            await trio.sleep_forever()
+        finally:
+            cancelled.set()
+
+    server = await start_server(handler, shutdown_timeout_s=0.3)
+    async with await connect(server.ports[0]) as client:
+        await client.send(post())
+        await trio.testing.wait_all_tasks_blocked()
+        t0 = trio.current_time()
+        server.shutdown()
+        with trio.fail_after(5):
+            await cancelled.wait()
+            assert await client.read_until_eof() == b""
+        assert 0.25 < trio.current_time() - t0 < 3
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_echo_example_drains_on_sigterm() -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLES / "echo.py"), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with trio.fail_after(20):
+            while True:
+                try:
+                    client = await connect(port)
+                    break
+                except OSError:
+                    await trio.sleep(0.05)
+            async with client:
+                await client.send(post(b"[1]"))
+                assert (await client.read_reply()).body == b"[1]"
+                await client.send(post(b"[2]")[:10])  # a request in flight
+                await trio.sleep(0.1)
+                proc.send_signal(signal.SIGTERM)
+                await trio.sleep(0.2)
+                await client.send(post(b"[2]")[10:])
+                reply = await client.read_reply()
+                assert (reply.body, reply.header(b"connection")) == (b"[2]", b"close")
+            while proc.poll() is None:
+                await trio.sleep(0.05)
+        assert proc.returncode == 0
+        assert proc.stdout is not None
+        output = proc.stdout.read().decode()
+        assert f"port {port}" in output and "draining" in output
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+async def test_get_and_options_on_echo(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(b"GET /mcp/ HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await client.read_reply()).status == 200
+            await client.send(b"OPTIONS /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = await client.read_reply()
+            assert (reply.status, reply.header(b"allow")) == (204, b"GET, HEAD, POST, OPTIONS")
+    await still_serving(echo_server.ports[0])

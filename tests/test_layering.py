@@ -1,0 +1,80 @@
+"""The sans-IO core must not import trio; the public surface is a guarded list."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import trio_mcp
+
+SANS_IO_MODULES = [
+    "trio_mcp._config",
+    "trio_mcp._errors",
+    "trio_mcp._http11",
+    "trio_mcp._speedups",
+    "trio_mcp._httphead_py",
+    "trio_mcp._headers_py",
+    "trio_mcp._sentinel_py",
+    "trio_mcp._sse_py",
+]
+
+# Import the package's modules without running trio_mcp/__init__.py (which
+# imports the trio shell), with trio made unimportable.
+_PROBE = """
+import importlib, importlib.util, sys, types
+sys.modules["trio"] = None
+spec = importlib.util.find_spec("trio_mcp")
+package = types.ModuleType("trio_mcp")
+package.__path__ = list(spec.submodule_search_locations)
+sys.modules["trio_mcp"] = package
+for name in sys.argv[1:]:
+    importlib.import_module(name)
+assert not any(m == "trio" or m.startswith("trio.") for m in sys.modules if sys.modules[m] is not None)
+print("ok")
+"""
+
+
+def test_sans_io_modules_import_without_trio() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, *SANS_IO_MODULES],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_the_probe_would_catch_a_trio_import() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE, "trio_mcp._trio._server"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "trio" in result.stderr
+
+
+def test_public_names() -> None:
+    assert sorted(trio_mcp.__all__) == [
+        "Handler",
+        "HeaderValueError",
+        "LocalProtocolError",
+        "RemoteProtocolError",
+        "Request",
+        "Response",
+        "Server",
+        "ServerConfig",
+        "ServerStatistics",
+        "StreamingResponse",
+        "TrioMCPError",
+        "USING_EXTENSIONS",
+        "__version__",
+        "method_not_allowed",
+        "run",
+        "serve",
+    ]
+    for name in trio_mcp.__all__:
+        assert hasattr(trio_mcp, name)
+    assert trio_mcp.Server.__module__ == "trio_mcp"
