@@ -6,9 +6,9 @@ independent implementation.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-import importlib.util
 from types import ModuleType
 
 import h11
@@ -57,7 +57,13 @@ class Client:
         """One response; ``head=True`` when it answers a HEAD request."""
         # h11 as a client needs to know the request; a fake one of the right method.
         if self.h11.our_state is h11.IDLE:
-            self.h11.send(h11.Request(method="HEAD" if head else "POST", target="/", headers=[("Host", "x"), ("Content-Length", "0")]))
+            self.h11.send(
+                h11.Request(
+                    method="HEAD" if head else "POST",
+                    target="/",
+                    headers=[("Host", "x"), ("Content-Length", "0")],
+                )
+            )
             self.h11.send(h11.EndOfMessage())
         status = 0
         headers: dict[bytes, bytes] = {}
@@ -98,10 +104,13 @@ class Client:
             data += chunk
 
 
-def post(body: bytes = b"{}", path: bytes = b"/mcp", extra: bytes = b"", version: bytes = b"1.1") -> bytes:
+def post(
+    body: bytes = b"{}", path: bytes = b"/mcp", extra: bytes = b"", version: bytes = b"1.1"
+) -> bytes:
     return (
         b"POST " + path + b" HTTP/" + version + b"\r\nHost: 127.0.0.1\r\n"
-        b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+        % len(body)
         + extra
         + b"\r\n"
         + body

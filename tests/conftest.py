@@ -29,9 +29,7 @@ class Impl:
 def _load(kind: str) -> Impl:
     suffix = "_py" if kind == "py" else ""
     mods = {
-        name.lstrip("_"): importlib.import_module(
-            f"trio_mcp.{name}{suffix}"
-        )
+        name.lstrip("_"): importlib.import_module(f"trio_mcp.{name}{suffix}")
         for name in _speedups.COMPILED_MODULES
     }
     return Impl(kind=kind, **mods)

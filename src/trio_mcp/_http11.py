@@ -32,8 +32,8 @@ from typing import Final, final
 
 from ._config import ServerConfig
 from ._errors import LocalProtocolError, RemoteProtocolError
-from ._speedups import check_headers, find_head_end, parse_head
 from ._headers_py import FLAG_CLOSE, FLAG_EXPECT_CONTINUE, FLAG_KEEP_ALIVE
+from ._speedups import check_headers, find_head_end, parse_head
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -235,7 +235,7 @@ class HTTP11Connection:
 
     # ---- bytes in -------------------------------------------------------
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         """Add bytes read from the peer; ``b""`` means the peer closed its side."""
         if data:
             self._buf += data

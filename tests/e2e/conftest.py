@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
@@ -20,7 +20,9 @@ async def start_server(nursery: trio.Nursery) -> AsyncIterator[ServerFactory]:
 
     async def factory(handler=echo, **config: object) -> Server:
         server: Server = await nursery.start(
-            serve, handler, ServerConfig(port=0, **config)  # type: ignore[arg-type]
+            serve,
+            handler,
+            ServerConfig(port=0, **config),  # type: ignore[arg-type]
         )
         servers.append(server)
         return server

@@ -94,7 +94,11 @@ def test_pipelined_requests_come_out_in_order() -> None:
         request = next_request(c)
         bodies.append((request.method, request.path, request.query, request.body))
         c.full_response(Response(200), DATE)
-    assert bodies == [("POST", "/mcp", "", b"[1]"), ("POST", "/mcp", "", b"[2]"), ("GET", "/x", "y=1", b"")]
+    assert bodies == [
+        ("POST", "/mcp", "", b"[1]"),
+        ("POST", "/mcp", "", b"[2]"),
+        ("GET", "/x", "y=1", b""),
+    ]
     assert c.next_event() is NEED_DATA
 
 
@@ -199,7 +203,9 @@ def test_no_body_statuses(status: int) -> None:
 
 def test_expect_continue_asks_for_interim_response_once() -> None:
     c = conn()
-    c.receive_data(b"POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+    c.receive_data(
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+    )
     assert c.next_event() is SEND_CONTINUE
     assert c.next_event() is NEED_DATA
     c.receive_data(b"null")
@@ -208,13 +214,17 @@ def test_expect_continue_asks_for_interim_response_once() -> None:
 
 def test_expect_continue_not_sent_when_body_already_here() -> None:
     c = conn()
-    c.receive_data(b"POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\nnull")
+    c.receive_data(
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\nnull"
+    )
     assert next_request(c).body == b"null"
 
 
 def test_expect_continue_with_oversized_body_is_413_without_continue() -> None:
     c = conn(max_body_bytes=10)
-    c.receive_data(b"POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n")
+    c.receive_data(
+        b"POST /mcp HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 11\r\n\r\n"
+    )
     with pytest.raises(RemoteProtocolError) as info:
         c.next_event()
     assert info.value.status == 413
@@ -222,7 +232,9 @@ def test_expect_continue_with_oversized_body_is_413_without_continue() -> None:
 
 def test_upgrade_request_is_an_ordinary_request() -> None:
     c = conn()
-    c.receive_data(post(b"[42]", extra=b"Connection: upgrade\r\nUpgrade: websocket\r\n") + post(b"[7]"))
+    c.receive_data(
+        post(b"[42]", extra=b"Connection: upgrade\r\nUpgrade: websocket\r\n") + post(b"[7]")
+    )
     assert next_request(c).body == b"[42]"
     c.full_response(Response(200), DATE)
     assert next_request(c).body == b"[7]"
@@ -297,7 +309,9 @@ def test_streaming_on_http11_is_chunked() -> None:
     c = conn()
     c.receive_data(post())
     next_request(c)
-    head = c.start_stream(StreamingResponse(200, [(b"content-type", b"text/event-stream")], _pieces()), DATE)  # type: ignore[arg-type]
+    head = c.start_stream(
+        StreamingResponse(200, [(b"content-type", b"text/event-stream")], _pieces()), DATE
+    )  # type: ignore[arg-type]
     _, headers, _ = split_response(head)
     assert headers[b"transfer-encoding"] == b"chunked"
     assert b"content-length" not in headers

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 import trio
+import trio.lowlevel
 import trio.testing
 from _support import Client, post
 
@@ -80,7 +81,9 @@ async def test_body_that_stops_gets_408_after_body_timeout(nursery, autojump_clo
     await done.wait()
 
 
-async def test_client_that_stops_reading_is_dropped_after_write_timeout(nursery, autojump_clock) -> None:
+async def test_client_that_stops_reading_is_dropped_after_write_timeout(
+    nursery, autojump_clock
+) -> None:
     big = b"x" * 100
 
     async def handler(request: Request) -> Response:
@@ -131,7 +134,9 @@ async def test_handler_error_gives_500_and_connection_lives_on(nursery, caplog) 
 
 async def test_expect_100_continue_before_body(nursery) -> None:
     _, client, _ = await start(nursery)
-    await client.send(b"POST /mcp HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n")
+    await client.send(
+        b"POST /mcp HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n"
+    )
     interim = await client.stream.receive_some(100)
     assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
     await client.send(b"true")
@@ -142,7 +147,9 @@ async def test_expect_100_continue_before_body(nursery) -> None:
 
 async def test_bad_request_gets_error_then_close(nursery) -> None:
     _, client, done = await start(nursery)
-    await client.send(b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx")
+    await client.send(
+        b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx"
+    )
     reply = await client.read_reply()
     assert reply.status == 400
     assert reply.header(b"connection") == b"close"
@@ -154,7 +161,7 @@ async def _events(log: list[str]) -> AsyncIterator[bytes]:
     try:
         for i in range(3):
             yield b"data: %d\n\n" % i
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
     finally:
         log.append("closed")
 

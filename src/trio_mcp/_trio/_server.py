@@ -156,16 +156,12 @@ class Server:
                 for conn in list(self._connections):
                     conn.drain()
                 # In-flight requests get a deadline, then are cancelled.
-                connections.cancel_scope.deadline = (
-                    trio.current_time() + config.shutdown_timeout_s
-                )
+                connections.cancel_scope.deadline = trio.current_time() + config.shutdown_timeout_s
         finally:
             for listener in listeners:
                 listener.socket.close()
 
-    async def _accept_loop(
-        self, listener: trio.SocketListener, connections: trio.Nursery
-    ) -> None:
+    async def _accept_loop(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
         while True:
             try:
                 stream = await listener.accept()
