@@ -18,7 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Final, final
+from typing import Final, Protocol, final
 
 import trio
 
@@ -36,6 +36,7 @@ from .._http11 import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
+from ._socketio import RESOURCE_ERRNOS, SocketIO, bind_listeners, close_listener
 
 logger = logging.getLogger("trio_mcp.server")
 
@@ -77,15 +78,30 @@ class _DateCache:
         return self._value
 
 
+class _ByteStream(Protocol):
+    """What a connection task needs from its transport (trio streams and SocketIO)."""
+
+    async def receive_some(self, max_bytes: int) -> bytes | bytearray: ...
+    async def send_all(self, data: bytes) -> None: ...
+    async def send_eof(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
 @final
 class _Connection:
-    """Book-keeping the server needs to drain one connection."""
+    """Book-keeping the server needs for one connection: time limit and drain.
 
-    __slots__ = ("http", "timer", "waiting_idle")
+    `deadline` is a plain number that the connection task moves as it changes
+    phase; `Server.enforce_timeouts` cancels `timer` once it has passed. That
+    keeps deadline bookkeeping off trio's deadline heap on every request.
+    """
+
+    __slots__ = ("http", "timer", "deadline", "waiting_idle")
 
     def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
         self.http = http
         self.timer = timer
+        self.deadline = math.inf
         #: True while blocked reading the first byte of a next request.
         self.waiting_idle = False
 
@@ -103,12 +119,20 @@ class Server:
     def __init__(self, handler: Handler, config: ServerConfig) -> None:
         self.handler = handler
         self.config = config
-        self.sockets: list[trio.socket.SocketType] = []
+        self.sockets: list[socket.socket] = []
         self._connections: set[_Connection] = set()
         self._connections_total = 0
         self._requests_total = 0
         self._shutdown = trio.Event()
         self._dates = _DateCache()
+        shortest = min(
+            config.idle_timeout_s,
+            config.head_timeout_s,
+            config.body_timeout_s,
+            config.write_timeout_s,
+        )
+        #: How often time limits are checked: they fire up to this much late.
+        self.timeout_tick_s = min(1.0, shortest / 4)
 
     @property
     def ports(self) -> list[int]:
@@ -134,46 +158,85 @@ class Server:
         """
         self._shutdown.set()
 
+    async def enforce_timeouts(self) -> None:
+        """Apply the connections' time limits, forever (`serve` runs this).
+
+        Run it beside `handle_stream` when serving streams yourself.
+        """
+        tick = self.timeout_tick_s
+        while True:
+            await trio.sleep(tick)
+            now = trio.current_time()
+            for conn in self._connections:
+                if conn.deadline <= now:
+                    conn.timer.cancel()
+
     async def _run(self, task_status: trio.TaskStatus[Server]) -> None:
         config = self.config
-        if config.reuse_port:
-            listeners = await _reuse_port_listeners(config)
-        else:
-            listeners = await trio.open_tcp_listeners(
-                config.port, host=config.host, backlog=config.backlog
-            )
-        self.sockets = [listener.socket for listener in listeners]
+        listeners = await bind_listeners(config)
+        self.sockets = listeners
         try:
-            async with trio.open_nursery() as connections:
-                async with trio.open_nursery() as acceptors:
+            async with trio.open_nursery() as clock:
+                clock.start_soon(self.enforce_timeouts)
+                async with trio.open_nursery() as connections:
+                    async with trio.open_nursery() as acceptors:
+                        for listener in listeners:
+                            acceptors.start_soon(self._accept_loop, listener, connections)
+                        task_status.started(self)
+                        await self._shutdown.wait()
+                        acceptors.cancel_scope.cancel()
                     for listener in listeners:
-                        acceptors.start_soon(self._accept_loop, listener, connections)
-                    task_status.started(self)
-                    await self._shutdown.wait()
-                    acceptors.cancel_scope.cancel()
-                for listener in listeners:
-                    await trio.aclose_forcefully(listener)
-                for conn in list(self._connections):
-                    conn.drain()
-                # In-flight requests get a deadline, then are cancelled.
-                connections.cancel_scope.deadline = trio.current_time() + config.shutdown_timeout_s
+                        close_listener(listener)
+                    for conn in list(self._connections):
+                        conn.drain()
+                    # In-flight requests get a deadline, then are cancelled.
+                    connections.cancel_scope.deadline = (
+                        trio.current_time() + config.shutdown_timeout_s
+                    )
+                clock.cancel_scope.cancel()
         finally:
             for listener in listeners:
-                listener.socket.close()
+                if listener.fileno() >= 0:
+                    close_listener(listener)
 
-    async def _accept_loop(self, listener: trio.SocketListener, connections: trio.Nursery) -> None:
+    async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
+        accepted = 0
         while True:
             try:
-                stream = await listener.accept()
+                sock, _ = listener.accept()
+            except BlockingIOError:
+                accepted = 0
+                await trio.lowlevel.wait_readable(listener)
+                continue
             except OSError as exc:
+                if exc.errno not in RESOURCE_ERRNOS:
+                    raise
                 # Out of file descriptors or memory: wait, don't spin (as trio does).
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            connections.start_soon(self.handle_stream, stream)
+            connections.start_soon(self._serve_socket, sock)
+            accepted += 1
+            if accepted >= 64:  # a flood of connections must not starve the rest
+                accepted = 0
+                await trio.lowlevel.checkpoint()
+
+    async def _serve_socket(self, sock: socket.socket) -> None:
+        try:
+            io = SocketIO(sock)
+        except OSError:
+            sock.close()  # reset before we got to it
+            return
+        await self._serve(io)
 
     async def handle_stream(self, stream: trio.abc.HalfCloseableStream) -> None:
-        """Serve one connection until it closes (also usable over any trio stream)."""
+        """Serve one connection over any trio stream until it closes.
+
+        Time limits apply only while `enforce_timeouts` runs (`serve` runs it).
+        """
+        await self._serve(stream)
+
+    async def _serve(self, stream: _ByteStream) -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
         timer = trio.CancelScope()
@@ -199,28 +262,29 @@ class Server:
             self._connections.discard(conn)
             with trio.CancelScope(shield=True):
                 if peer_gone or (timer.cancelled_caught and http.phase is Phase.IDLE):
-                    await trio.aclose_forcefully(stream)
+                    await _close_quietly(stream)
                 else:
                     await _lingering_close(stream)
 
-    async def _converse(self, stream: trio.abc.HalfCloseableStream, conn: _Connection) -> bool:
+    async def _converse(self, stream: _ByteStream, conn: _Connection) -> bool:
         """Read requests and answer them in order until the connection must close.
 
         Returns True when the peer is known to be gone (EOF, reset), so there is
         nothing to linger for.
         """
         http = conn.http
-        timer = conn.timer
         config = self.config
         chunk_size = config.receive_chunk_bytes
+        write_timeout = config.write_timeout_s
         handler = self.handler
         dates = self._dates
+        now = trio.current_time
         deadline_phase: Phase | None = None
         while True:
             try:
                 event = http.next_event()
             except RemoteProtocolError as exc:
-                timer.deadline = trio.current_time() + config.write_timeout_s
+                conn.deadline = now() + write_timeout
                 await _send_quietly(stream, http.error_response(exc, dates.get()))
                 return False
             if event is NEED_DATA:
@@ -231,12 +295,11 @@ class Server:
                     if phase is Phase.IDLE:
                         if http.draining:
                             return False
-                        limit = config.idle_timeout_s
+                        conn.deadline = now() + config.idle_timeout_s
                     elif phase is Phase.HEAD:
-                        limit = config.head_timeout_s
+                        conn.deadline = now() + config.head_timeout_s
                     else:
-                        limit = config.body_timeout_s
-                    timer.deadline = trio.current_time() + limit
+                        conn.deadline = now() + config.body_timeout_s
                 conn.waiting_idle = phase is Phase.IDLE
                 try:
                     data = await stream.receive_some(chunk_size)
@@ -253,47 +316,47 @@ class Server:
             assert isinstance(event, Request)
             self._requests_total += 1
             deadline_phase = None
-            timer.deadline = math.inf
+            conn.deadline = math.inf
             try:
                 response = await handler(event)
             except Exception:
                 logger.exception("handler failed on %r", event)
                 response = _INTERNAL_ERROR
-            write_timeout = config.write_timeout_s
+            conn.deadline = now() + write_timeout
             if type(response) is Response:
-                timer.deadline = trio.current_time() + write_timeout
                 try:
                     await stream.send_all(http.full_response(response, dates.get()))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
             else:
                 assert isinstance(response, StreamingResponse)
-                if not await self._stream(stream, http, timer, response, write_timeout):
+                if not await self._stream(stream, conn, response, write_timeout):
                     return True
             if http.must_close:
                 return False
 
     async def _stream(
         self,
-        stream: trio.abc.HalfCloseableStream,
-        http: HTTP11Connection,
-        timer: trio.CancelScope,
+        stream: _ByteStream,
+        conn: _Connection,
         response: StreamingResponse,
         write_timeout: float,
     ) -> bool:
         """Send a streamed response; False when the peer went away mid-stream."""
+        http = conn.http
         body = response.body
+        now = trio.current_time
         try:
-            timer.deadline = trio.current_time() + write_timeout
             await stream.send_all(http.start_stream(response, self._dates.get()))
             if http.stream_body_allowed:
+                conn.deadline = math.inf  # producing the next piece may take long
                 async for piece in body:
                     data = http.stream_chunk(piece)
                     if data:
-                        timer.deadline = trio.current_time() + write_timeout
+                        conn.deadline = now() + write_timeout
                         await stream.send_all(data)
-                        timer.deadline = math.inf
-            timer.deadline = trio.current_time() + write_timeout
+                        conn.deadline = math.inf
+            conn.deadline = now() + write_timeout
             await stream.send_all(http.end_stream())
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -310,7 +373,7 @@ class Server:
                     await aclose()
 
 
-async def _send_quietly(stream: trio.abc.HalfCloseableStream, data: bytes) -> None:
+async def _send_quietly(stream: _ByteStream, data: bytes) -> None:
     try:
         await stream.send_all(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -321,7 +384,7 @@ _LINGER_S: Final = 1.0
 _LINGER_BYTES: Final = 16 * 1024 * 1024
 
 
-async def _lingering_close(stream: trio.abc.HalfCloseableStream) -> None:
+async def _lingering_close(stream: _ByteStream) -> None:
     """Close after our last response without destroying it.
 
     Closing a socket with unread input makes the kernel send a reset, which
@@ -341,26 +404,16 @@ async def _lingering_close(stream: trio.abc.HalfCloseableStream) -> None:
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     finally:
-        await trio.aclose_forcefully(stream)
+        await _close_quietly(stream)
 
 
-async def _reuse_port_listeners(config: ServerConfig) -> list[trio.SocketListener]:
-    listeners = []
-    infos = await trio.socket.getaddrinfo(
-        config.host, config.port, type=trio.socket.SOCK_STREAM, flags=trio.socket.AI_PASSIVE
-    )
-    for family, type_, proto, _, addr in infos:
-        sock = trio.socket.socket(family, type_, proto)
+async def _close_quietly(stream: _ByteStream) -> None:
+    with trio.CancelScope() as scope:
+        scope.cancel()  # close at once, like trio.aclose_forcefully
         try:
-            sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_REUSEADDR, 1)
-            sock.setsockopt(trio.socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            await sock.bind(addr)
-            sock.listen(config.backlog or 0xFFFF)
-        except BaseException:
-            sock.close()
-            raise
-        listeners.append(trio.SocketListener(sock))
-    return listeners
+            await stream.aclose()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
 
 async def serve(
