@@ -191,6 +191,7 @@ class HTTP11Connection:
 
     __slots__ = (
         "_buf",
+        "_pos",
         "_scan_from",
         "_line_done",
         "_head",
@@ -211,7 +212,11 @@ class HTTP11Connection:
     )
 
     def __init__(self, config: ServerConfig) -> None:
-        self._buf = bytearray()
+        # Unconsumed input is _buf[_pos:]. _buf is the bytes object a read
+        # returned while one read holds whole requests (no copy), and becomes a
+        # bytearray only when data has to be joined.
+        self._buf: bytes | bytearray = b""
+        self._pos = 0
         self._scan_from = 0
         self._line_done = False
         # set while a parsed head waits for its body
@@ -237,85 +242,98 @@ class HTTP11Connection:
 
     def receive_data(self, data: bytes | bytearray) -> None:
         """Add bytes read from the peer; ``b""`` means the peer closed its side."""
-        if data:
-            self._buf += data
-        else:
+        if not data:
             self._eof = True
+            return
+        buf = self._buf
+        pos = self._pos
+        if pos >= len(buf):
+            self._buf = data
+        else:
+            if type(buf) is bytes:
+                buf = bytearray(memoryview(buf)[pos:])
+            elif pos:
+                del buf[:pos]  # O(1): CPython moves the start of a bytearray
+            assert isinstance(buf, bytearray)
+            buf += data
+            self._buf = buf
+            self._scan_from -= pos
+        self._pos = 0
 
     @property
     def trailing_data(self) -> bytes:
         """Bytes received and not yet consumed (pipelined requests)."""
-        return bytes(self._buf)
+        return bytes(self._buf[self._pos :])
 
     def next_event(self) -> Event:
         """The next thing to act on: a Request, NEED_DATA, SEND_CONTINUE or CLOSED.
 
         Raises RemoteProtocolError when the peer's bytes break the rules.
         """
-        if self.phase is Phase.RESPONDING:
+        phase = self.phase
+        if phase is Phase.BODY:
+            return self._read_body()
+        if phase is Phase.RESPONDING:
             raise LocalProtocolError("the previous request has not been answered")
-        if self.phase is Phase.DONE:
+        if phase is Phase.DONE:
             return CLOSED
-        if self._head is None:
-            event = self._read_head()
-            if event is not None:
-                return event
-        return self._read_body()
-
-    def _read_head(self) -> Event | None:
         buf = self._buf
-        if self.phase is Phase.IDLE:
+        pos = self._pos
+        if phase is Phase.IDLE:
             # RFC 9112 2.2: ignore empty lines before a request line.
-            while buf[:2] == _CRLF:
-                del buf[:2]
-            if not buf:
+            while buf.startswith(_CRLF, pos):
+                pos += 2
+            self._pos = pos
+            if pos >= len(buf):
                 if self._eof:
                     self.phase = Phase.DONE
                     return CLOSED
                 return NEED_DATA
             self.phase = Phase.HEAD
+            self._scan_from = pos
         end = find_head_end(buf, self._scan_from)
         if end < 0:
-            size = len(buf)
-            self._scan_from = max(0, size - 3)
-            if not self._line_done and size > self._max_line:
-                line_end = buf.find(_CRLF, 0, self._max_line + 2)
-                if line_end < 0:
-                    raise RemoteProtocolError("request line too long", 414)
-                self._line_done = True
-            if size > self._max_head:
-                raise RemoteProtocolError("request head too large", 431)
-            if self._eof:
-                raise RemoteProtocolError("connection closed inside a request head", 400)
-            return NEED_DATA
-        if end > self._max_head:
+            return self._head_incomplete(buf, pos)
+        if end - pos > self._max_head:
             raise RemoteProtocolError("request head too large", 431)
-        head = bytes(buf[:end])
-        del buf[:end]
-        self._scan_from = 0
+        head = buf[pos:end] if type(buf) is bytes else bytes(memoryview(buf)[pos:end])
+        self._pos = end
         self._line_done = False
         method, target, minor, headers = parse_head(head, self._max_line, self._max_headers)
         singles, content_length, flags = check_headers(headers, minor)
         if content_length > self._max_body:
             raise RemoteProtocolError("request body too large", 413)
         if minor:
-            keep_alive = not flags & FLAG_CLOSE
+            self._request_keep_alive = not flags & FLAG_CLOSE
         else:
-            keep_alive = bool(flags & FLAG_KEEP_ALIVE) and not flags & FLAG_CLOSE
-        self._request_keep_alive = keep_alive
+            self._request_keep_alive = bool(flags & FLAG_KEEP_ALIVE) and not flags & FLAG_CLOSE
         self._request_minor = minor
-        self._content_length = max(content_length, 0)
+        self._content_length = content_length if content_length > 0 else 0
         self._continue_due = bool(flags & FLAG_EXPECT_CONTINUE)
         self._head = (method, target, minor, headers, singles)
         self.phase = Phase.BODY
-        return None
+        return self._read_body()
+
+    def _head_incomplete(self, buf: bytes | bytearray, pos: int) -> Event:
+        size = len(buf) - pos
+        self._scan_from = max(pos, len(buf) - 3)
+        if not self._line_done and size > self._max_line:
+            if buf.find(_CRLF, pos, pos + self._max_line + 2) < 0:
+                raise RemoteProtocolError("request line too long", 414)
+            self._line_done = True
+        if size > self._max_head:
+            raise RemoteProtocolError("request head too large", 431)
+        if self._eof:
+            raise RemoteProtocolError("connection closed inside a request head", 400)
+        return NEED_DATA
 
     def _read_body(self) -> Event:
         head = self._head
         assert head is not None
         buf = self._buf
+        pos = self._pos
         length = self._content_length
-        if len(buf) < length:
+        if len(buf) - pos < length:
             if self._eof:
                 raise RemoteProtocolError("connection closed inside a request body", 400)
             if self._continue_due:
@@ -323,8 +341,9 @@ class HTTP11Connection:
                 return SEND_CONTINUE
             return NEED_DATA
         if length:
-            body = bytes(buf[:length])
-            del buf[:length]
+            end = pos + length
+            body = buf[pos:end] if type(buf) is bytes else bytes(memoryview(buf)[pos:end])
+            self._pos = end
         else:
             body = b""
         self._head = None
@@ -366,20 +385,30 @@ class HTTP11Connection:
 
     def full_response(self, response: Response, date: bytes) -> bytes:
         """Serialize the answer to the current request; head and body in one buffer."""
-        self._check_responding()
+        if self.phase is not Phase.RESPONDING:
+            raise LocalProtocolError("no request is waiting for a response")
         close = self._decide_close(streaming=False)
         status = response.status
         body = response.body
+        parts = [_STATUS_LINES.get(status) or status_line(status), b"date: ", date]
+        for name, value in response.headers:
+            parts += (_CRLF, name, b": ", value)
         if status in _NO_BODY_STATUSES:
-            framing = self._connection_header(close) + _CRLF
             body = b""
         else:
-            framing = b"content-length: %d\r\n%s\r\n" % (len(body), self._connection_header(close))
+            parts.append(b"\r\ncontent-length: %d" % len(body))
             if self._head_request:
                 body = b""
-        parts = self._head_bytes(status, response.headers, date, framing)
+                self._head_request = False
+        if close:
+            parts.append(b"\r\nconnection: close\r\n\r\n")
+            self.phase = Phase.DONE
+        else:
+            parts.append(
+                b"\r\nconnection: keep-alive\r\n\r\n" if not self._request_minor else b"\r\n\r\n"
+            )
+            self.phase = Phase.IDLE
         parts.append(body)
-        self._finish_response(close)
         return b"".join(parts)
 
     def start_stream(self, response: StreamingResponse, date: bytes) -> bytes:

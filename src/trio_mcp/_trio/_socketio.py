@@ -34,7 +34,7 @@ RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, er
 class SocketIO:
     """The byte stream of one accepted TCP connection (owned by one task)."""
 
-    __slots__ = ("sock", "_unyielded", "_closed")
+    __slots__ = ("sock", "_unyielded", "_closed", "_sent")
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
@@ -43,6 +43,9 @@ class SocketIO:
         self.sock = sock
         self._unyielded = 0
         self._closed = False
+        # After we answer, the peer's next request cannot be here yet (unless
+        # it pipelines): wait for readiness first and skip a futile recv call.
+        self._sent = False
 
     async def _maybe_yield(self) -> None:
         self._unyielded += 1
@@ -55,6 +58,10 @@ class SocketIO:
         if self._closed:
             raise trio.ClosedResourceError("the connection was closed")
         sock = self.sock
+        if self._sent:
+            self._sent = False
+            self._unyielded = 0
+            await wait_readable(sock)
         while True:
             try:
                 data = sock.recv(max_bytes)
@@ -78,6 +85,7 @@ class SocketIO:
             sent = 0
         except OSError as exc:
             raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+        self._sent = True
         if sent == len(data):
             await self._maybe_yield()
             return
