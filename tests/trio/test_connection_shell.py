@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 from _support import Client, post
 
 from trio_mcp import Request, Response, Server, ServerConfig, StreamingResponse
-
 
 # Time limits are checked once per tick: they fire no earlier than the limit
 # and at most one tick (1 s with the default limits) late.
