@@ -250,11 +250,11 @@ class HTTP11Connection:
         if pos >= len(buf):
             self._buf = data
         else:
-            if type(buf) is bytes:
+            if isinstance(buf, bytearray):
+                if pos:
+                    del buf[:pos]  # O(1): CPython moves the start of a bytearray
+            else:
                 buf = bytearray(memoryview(buf)[pos:])
-            elif pos:
-                del buf[:pos]  # O(1): CPython moves the start of a bytearray
-            assert isinstance(buf, bytearray)
             buf += data
             self._buf = buf
             self._scan_from -= pos
