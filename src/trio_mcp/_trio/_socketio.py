@@ -47,12 +47,6 @@ class SocketIO:
         # it pipelines): wait for readiness first and skip a futile recv call.
         self._sent = False
 
-    async def _maybe_yield(self) -> None:
-        self._unyielded += 1
-        if self._unyielded >= _YIELD_EVERY:
-            self._unyielded = 0
-            await checkpoint()
-
     async def receive_some(self, max_bytes: int) -> bytes:
         """Up to `max_bytes` bytes; ``b""`` at end of stream."""
         if self._closed:
@@ -71,7 +65,10 @@ class SocketIO:
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
-            await self._maybe_yield()
+            self._unyielded += 1
+            if self._unyielded >= _YIELD_EVERY:
+                self._unyielded = 0
+                await checkpoint()
             return data
 
     async def send_all(self, data: bytes) -> None:
@@ -87,7 +84,10 @@ class SocketIO:
             raise trio.BrokenResourceError(f"send failed: {exc}") from exc
         self._sent = True
         if sent == len(data):
-            await self._maybe_yield()
+            self._unyielded += 1
+            if self._unyielded >= _YIELD_EVERY:
+                self._unyielded = 0
+                await checkpoint()
             return
         view = memoryview(data)
         while sent < len(data):
