@@ -7,11 +7,12 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 
 import trio
 from _support import EXAMPLES, Client, connect, post, still_serving
 
-from trio_mcp import Request, Response, Server
+from trio_mcp import Request, Response, Server, StreamingResponse
 
 
 async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: Server) -> None:
@@ -212,3 +213,50 @@ async def test_get_and_options_on_echo(echo_server: Server) -> None:
             reply = await client.read_reply()
             assert (reply.status, reply.header(b"allow")) == (204, b"GET, HEAD, POST, OPTIONS")
     await still_serving(echo_server.ports[0])
+
+
+async def test_upgrade_request_body_is_read_as_its_body(echo_server: Server) -> None:
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(
+                post(b'{"up":1}', extra=b"Connection: Upgrade\r\nUpgrade: websocket\r\n")
+                + post(b'{"next":2}')
+            )
+            first = await client.read_reply()
+            assert (first.status, first.body) == (200, b'{"up":1}')
+            assert (await client.read_reply()).body == b'{"next":2}'
+
+
+async def _three_events() -> AsyncIterator[bytes]:
+    for i in range(3):
+        yield b"data: %d\n\n" % i
+        await trio.sleep(0.01)
+
+
+async def _stream_handler(request: Request) -> StreamingResponse:
+    return StreamingResponse(200, [(b"content-type", b"text/event-stream")], _three_events())
+
+
+async def test_streaming_over_http11_socket_is_chunked(start_server) -> None:
+    server = await start_server(_stream_handler)
+    async with await connect(server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+            reply = await client.read_reply()
+            assert reply.header(b"transfer-encoding") == b"chunked"
+            assert reply.chunks == [b"data: 0\n\n", b"data: 1\n\n", b"data: 2\n\n"]
+            # the connection persists after the last chunk
+            await client.send(b"GET /mcp HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert (await client.read_reply()).body.startswith(b"data: 0")
+
+
+async def test_streaming_over_http10_socket_is_close_delimited(start_server) -> None:
+    server = await start_server(_stream_handler)
+    async with await connect(server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(b"GET /mcp HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            raw = await client.read_until_eof()
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert b"transfer-encoding" not in head.lower()
+    assert b"connection: close" in head.lower()
+    assert body == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
