@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import socket
@@ -260,3 +261,32 @@ async def test_streaming_over_http10_socket_is_close_delimited(start_server) -> 
     assert b"transfer-encoding" not in head.lower()
     assert b"connection: close" in head.lower()
     assert body == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+
+
+async def test_a_pipelining_client_cannot_monopolise_the_server(nursery, start_server) -> None:
+    # Socket calls that complete at once skip trio's scheduler, except every
+    # few calls: another task must get to run while one connection works
+    # through a long pipeline.
+    ticks = 0
+
+    async def observer() -> None:
+        nonlocal ticks
+        while True:
+            await trio.lowlevel.checkpoint()
+            ticks += 1
+
+    seen: list[int] = []
+
+    async def handler(request: Request) -> Response:
+        seen.append(ticks)  # no await here: the handler itself never yields
+        return Response(200, [], request.body)
+
+    server = await start_server(handler)
+    nursery.start_soon(observer)
+    async with await connect(server.ports[0]) as client:
+        with trio.fail_after(20):
+            await client.send(b"".join(post(b"[%d]" % i) for i in range(300)))
+            for _ in range(300):
+                await client.read_reply()
+    longest_run = max(len(list(run)) for _, run in __import__("itertools").groupby(seen))
+    assert longest_run <= 16, longest_run
