@@ -288,5 +288,5 @@ async def test_a_pipelining_client_cannot_monopolise_the_server(nursery, start_s
             await client.send(b"".join(post(b"[%d]" % i) for i in range(300)))
             for _ in range(300):
                 await client.read_reply()
-    longest_run = max(len(list(run)) for _, run in __import__("itertools").groupby(seen))
+    longest_run = max(len(list(run)) for _, run in itertools.groupby(seen))
     assert longest_run <= 16, longest_run
