@@ -64,3 +64,17 @@ def py_impl() -> Impl:
 def compiled_impl(request: pytest.FixtureRequest) -> Impl:
     """The compiled modules (differential tests compare them with `py_impl`)."""
     return _load(request.param)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without compiled modules there is nothing to compare: deselect, don't skip."""
+    if "c" in IMPL_KINDS:
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        uses_compiled = "compiled_impl" in getattr(item, "fixturenames", ())
+        (drop if uses_compiled else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
