@@ -7,6 +7,7 @@ production server on one machine; README.md documents each of them.
 from __future__ import annotations
 
 import math
+import socket
 from dataclasses import dataclass
 
 MiB = 1024 * 1024
@@ -85,5 +86,7 @@ class ServerConfig:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be a positive integer, not {value!r}")
+        if self.reuse_port and not hasattr(socket, "SO_REUSEPORT"):
+            raise ValueError("reuse_port is not available on this platform")
         if self.max_request_line_bytes > self.max_head_bytes:
             raise ValueError("max_request_line_bytes cannot exceed max_head_bytes")

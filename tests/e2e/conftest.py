@@ -19,10 +19,11 @@ async def start_server(nursery: trio.Nursery) -> AsyncIterator[ServerFactory]:
     servers: list[Server] = []
 
     async def factory(handler=echo, **config: object) -> Server:
+        config.setdefault("port", 0)
         server: Server = await nursery.start(
             serve,
             handler,
-            ServerConfig(port=0, **config),  # type: ignore[arg-type]
+            ServerConfig(**config),  # type: ignore[arg-type]
         )
         servers.append(server)
         return server

@@ -290,3 +290,15 @@ async def test_a_pipelining_client_cannot_monopolise_the_server(nursery, start_s
                 await client.read_reply()
     longest_run = max(len(list(run)) for _, run in itertools.groupby(seen))
     assert longest_run <= 16, longest_run
+
+
+async def test_reuse_port_lets_two_servers_share_a_port(start_server) -> None:
+    first = await start_server(reuse_port=True)
+    port = first.ports[0]
+    second = await start_server(reuse_port=True, port=port)
+    assert second.ports == [port]
+    with trio.fail_after(10):
+        for _ in range(20):  # the kernel spreads new connections over both
+            await still_serving(port)
+    total = first.statistics().connections_total + second.statistics().connections_total
+    assert total == 20

@@ -4,9 +4,11 @@ Everything protocol-shaped is decided by `HTTP11Connection`; this module only
 moves bytes, owns tasks and applies time limits. Each connection task is the
 only writer on its socket, so response bytes and stream chunks never tear.
 
-Time limits use one cancel scope per connection whose deadline is moved as
-the connection changes phase (idle, head, body, writing), rather than a new
-scope per await.
+Time limits: each connection runs inside one cancel scope and keeps its
+current deadline as a plain number, moved as it changes phase (idle, head,
+body, writing; none while the handler runs). One sweeper task per server
+cancels the scopes whose deadline has passed, so a request costs no work in
+trio's deadline heap; limits fire up to `Server.timeout_tick_s` late.
 """
 
 from __future__ import annotations
