@@ -58,15 +58,15 @@ def test_the_probe_would_catch_a_trio_import() -> None:
 
 def test_public_names() -> None:
     assert sorted(trio_mcp.__all__) == [
+        "HTTPServer",
+        "HTTPServerStatistics",
         "Handler",
         "HeaderValueError",
         "LocalProtocolError",
         "RemoteProtocolError",
         "Request",
         "Response",
-        "Server",
         "ServerConfig",
-        "ServerStatistics",
         "StreamingResponse",
         "TrioMCPError",
         "USING_EXTENSIONS",
@@ -77,4 +77,4 @@ def test_public_names() -> None:
     ]
     for name in trio_mcp.__all__:
         assert hasattr(trio_mcp, name)
-    assert trio_mcp.Server.__module__ == "trio_mcp"
+    assert trio_mcp.HTTPServer.__module__ == "trio_mcp"

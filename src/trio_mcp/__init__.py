@@ -14,8 +14,8 @@ from ._http11 import StreamingResponse as StreamingResponse
 from ._http11 import method_not_allowed as method_not_allowed
 from ._speedups import USING_EXTENSIONS as USING_EXTENSIONS
 from ._trio._server import Handler as Handler
-from ._trio._server import Server as Server
-from ._trio._server import ServerStatistics as ServerStatistics
+from ._trio._server import HTTPServer as HTTPServer
+from ._trio._server import HTTPServerStatistics as HTTPServerStatistics
 from ._trio._server import run as run
 from ._trio._server import serve as serve
 from ._version import __version__ as __version__
@@ -28,9 +28,9 @@ __all__ = [
     "RemoteProtocolError",
     "Request",
     "Response",
-    "Server",
+    "HTTPServer",
     "ServerConfig",
-    "ServerStatistics",
+    "HTTPServerStatistics",
     "StreamingResponse",
     "TrioMCPError",
     "__version__",

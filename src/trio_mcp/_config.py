@@ -20,7 +20,7 @@ class ServerConfig:
 
     Attributes:
         host: address to bind; loopback by default.
-        port: TCP port to bind; 0 picks a free one (see ``Server.ports``).
+        port: TCP port to bind; 0 picks a free one (see ``HTTPServer.ports``).
         backlog: listen backlog; None lets trio choose (the OS maximum).
         idle_timeout_s: how long a persistent connection may wait for the first
             byte of its next request before the server closes it silently.

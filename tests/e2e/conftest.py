@@ -6,21 +6,21 @@ import pytest
 import trio
 from _support import load_example
 
-from trio_mcp import Server, ServerConfig, serve
+from trio_mcp import HTTPServer, ServerConfig, serve
 
 echo = load_example("echo").echo
 
-ServerFactory = Callable[..., Awaitable[Server]]
+ServerFactory = Callable[..., Awaitable[HTTPServer]]
 
 
 @pytest.fixture
 async def start_server(nursery: trio.Nursery) -> AsyncIterator[ServerFactory]:
     """Start an echo server (or another handler) on 127.0.0.1 with a free port."""
-    servers: list[Server] = []
+    servers: list[HTTPServer] = []
 
-    async def factory(handler=echo, **config: object) -> Server:
+    async def factory(handler=echo, **config: object) -> HTTPServer:
         config.setdefault("port", 0)
-        server: Server = await nursery.start(
+        server: HTTPServer = await nursery.start(
             serve,
             handler,
             ServerConfig(**config),  # type: ignore[arg-type]
@@ -34,5 +34,5 @@ async def start_server(nursery: trio.Nursery) -> AsyncIterator[ServerFactory]:
 
 
 @pytest.fixture
-async def echo_server(start_server: ServerFactory) -> Server:
+async def echo_server(start_server: ServerFactory) -> HTTPServer:
     return await start_server()

@@ -6,7 +6,7 @@ import pytest
 import trio
 from _support import connect, exchange_and_close, post, still_serving
 
-from trio_mcp import Server
+from trio_mcp import HTTPServer
 
 H = b"Host: 127.0.0.1\r\n"
 
@@ -116,7 +116,7 @@ BAD_REQUESTS = [
 
 @pytest.mark.parametrize(("data", "status"), [pytest.param(d, s, id=n) for n, d, s in BAD_REQUESTS])
 async def test_bad_request_gets_status_then_close(
-    echo_server: Server, data: bytes, status: int
+    echo_server: HTTPServer, data: bytes, status: int
 ) -> None:
     port = echo_server.ports[0]
     with trio.fail_after(10):
@@ -140,7 +140,7 @@ async def test_bad_request_gets_status_then_close(
         pytest.param(b"\r\nGET /mcp HTTP/1.1\r\n" + H + b"\r\n", 200, id="leading-empty-line"),
     ],
 )
-async def test_edge_requests_are_served(echo_server: Server, data: bytes, status: int) -> None:
+async def test_edge_requests_are_served(echo_server: HTTPServer, data: bytes, status: int) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(data)
@@ -158,7 +158,7 @@ async def test_body_shorter_than_length_then_silence(start_server) -> None:
         await still_serving(server.ports[0])
 
 
-async def test_body_shorter_than_length_then_close(echo_server: Server) -> None:
+async def test_body_shorter_than_length_then_close(echo_server: HTTPServer) -> None:
     port = echo_server.ports[0]
     with trio.fail_after(10):
         async with await connect(port) as client:
@@ -170,7 +170,7 @@ async def test_body_shorter_than_length_then_close(echo_server: Server) -> None:
         await still_serving(port)
 
 
-async def test_head_trickled_byte_by_byte_is_served(echo_server: Server) -> None:
+async def test_head_trickled_byte_by_byte_is_served(echo_server: HTTPServer) -> None:
     with trio.fail_after(20):
         async with await connect(echo_server.ports[0]) as client:
             for byte in post(b'{"slow":true}'):
@@ -199,7 +199,9 @@ async def test_slowly_trickled_head_times_out(start_server) -> None:
         await still_serving(server.ports[0])
 
 
-async def test_hundreds_of_idle_connections_do_not_block_a_new_client(echo_server: Server) -> None:
+async def test_hundreds_of_idle_connections_do_not_block_a_new_client(
+    echo_server: HTTPServer,
+) -> None:
     port = echo_server.ports[0]
     idle = []
     with trio.fail_after(20):

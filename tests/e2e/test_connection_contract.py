@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator
 import trio
 from _support import EXAMPLES, Client, connect, post, still_serving
 
-from trio_mcp import Request, Response, Server, StreamingResponse
+from trio_mcp import HTTPServer, Request, Response, StreamingResponse
 
 
-async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: Server) -> None:
+async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             for i in range(20):
@@ -28,7 +28,7 @@ async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: Se
     assert echo_server.statistics().connections_total == 1
 
 
-async def test_pipelining_over_a_socket(echo_server: Server) -> None:
+async def test_pipelining_over_a_socket(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(b"".join(post(b"[%d]" % i) for i in range(50)))
@@ -36,7 +36,7 @@ async def test_pipelining_over_a_socket(echo_server: Server) -> None:
     assert bodies == [b"[%d]" % i for i in range(50)]
 
 
-async def test_client_connection_close_is_honoured(echo_server: Server) -> None:
+async def test_client_connection_close_is_honoured(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(post(extra=b"Connection: close\r\n"))
@@ -45,7 +45,7 @@ async def test_client_connection_close_is_honoured(echo_server: Server) -> None:
             assert await client.read_until_eof() == b""
 
 
-async def test_http10_closes_unless_keep_alive_asked(echo_server: Server) -> None:
+async def test_http10_closes_unless_keep_alive_asked(echo_server: HTTPServer) -> None:
     port = echo_server.ports[0]
     with trio.fail_after(10):
         async with await connect(port) as client:
@@ -71,7 +71,7 @@ async def test_request_limit_closes_with_the_last_response(start_server) -> None
             assert await client.read_until_eof() == b""
 
 
-async def test_head_request_over_a_socket(echo_server: Server) -> None:
+async def test_head_request_over_a_socket(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(b"HEAD /mcp HTTP/1.1\r\nHost: x\r\n\r\n" + post(b"[1]"))
@@ -80,7 +80,7 @@ async def test_head_request_over_a_socket(echo_server: Server) -> None:
             assert (await client.read_reply()).body == b"[1]"
 
 
-async def test_expect_continue_over_a_socket(echo_server: Server) -> None:
+async def test_expect_continue_over_a_socket(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(
@@ -205,7 +205,7 @@ async def test_echo_example_drains_on_sigterm() -> None:
             proc.stdout.close()
 
 
-async def test_get_and_options_on_echo(echo_server: Server) -> None:
+async def test_get_and_options_on_echo(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(b"GET /mcp/ HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -216,7 +216,7 @@ async def test_get_and_options_on_echo(echo_server: Server) -> None:
     await still_serving(echo_server.ports[0])
 
 
-async def test_upgrade_request_body_is_read_as_its_body(echo_server: Server) -> None:
+async def test_upgrade_request_body_is_read_as_its_body(echo_server: HTTPServer) -> None:
     async with await connect(echo_server.ports[0]) as client:
         with trio.fail_after(10):
             await client.send(

@@ -20,7 +20,7 @@ def test_compiled_modules_are_really_used_when_required() -> None:
         assert not _speedups.USING_EXTENSIONS
         assert all(f.endswith("_py.py") for f in compiled), compiled
     assert trio_mcp.USING_EXTENSIONS is _speedups.USING_EXTENSIONS
-    assert trio_mcp.Server.__init__ is not None
+    assert trio_mcp.HTTPServer.__init__ is not None
 
 
 def test_installed_package_is_the_one_tested() -> None:

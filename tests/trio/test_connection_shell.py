@@ -9,7 +9,7 @@ import trio.lowlevel
 import trio.testing
 from _support import Client, post
 
-from trio_mcp import Request, Response, Server, ServerConfig, StreamingResponse
+from trio_mcp import HTTPServer, Request, Response, ServerConfig, StreamingResponse
 
 # Time limits are checked once per tick: they fire no earlier than the limit
 # and at most one tick (1 s with the default limits) late.
@@ -26,8 +26,8 @@ async def echo(request: Request) -> Response:
 
 async def start(
     nursery: trio.Nursery, handler=echo, lockstep: bool = False, **config: object
-) -> tuple[Server, Client, trio.Event]:
-    server = Server(handler, ServerConfig(**config))  # type: ignore[arg-type]
+) -> tuple[HTTPServer, Client, trio.Event]:
+    server = HTTPServer(handler, ServerConfig(**config))  # type: ignore[arg-type]
     if lockstep:
         client_stream, server_stream = trio.testing.lockstep_stream_pair()
     else:

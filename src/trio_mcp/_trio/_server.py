@@ -8,7 +8,7 @@ Time limits: each connection runs inside one cancel scope and keeps its
 current deadline as a plain number, moved as it changes phase (idle, head,
 body, writing; none while the handler runs). One sweeper task per server
 cancels the scopes whose deadline has passed, so a request costs no work in
-trio's deadline heap; limits fire up to `Server.timeout_tick_s` late.
+trio's deadline heap; limits fire up to `HTTPServer.timeout_tick_s` late.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ _INTERNAL_ERROR: Final = Response(
 
 @final
 @dataclass(frozen=True, slots=True)
-class ServerStatistics:
-    """A snapshot of a running server (see `Server.statistics`)."""
+class HTTPServerStatistics:
+    """A snapshot of a running server (see `HTTPServer.statistics`)."""
 
     connections_open: int
     connections_total: int
@@ -94,7 +94,7 @@ class _Connection:
     """Book-keeping the server needs for one connection: time limit and drain.
 
     `deadline` is a plain number that the connection task moves as it changes
-    phase; `Server.enforce_timeouts` cancels `timer` once it has passed. That
+    phase; `HTTPServer.enforce_timeouts` cancels `timer` once it has passed. That
     keeps deadline bookkeeping off trio's deadline heap on every request.
     """
 
@@ -115,7 +115,7 @@ class _Connection:
 
 
 @final
-class Server:
+class HTTPServer:
     """A running HTTP server; handed out by `serve` through ``task_status``."""
 
     def __init__(self, handler: Handler, config: ServerConfig) -> None:
@@ -141,8 +141,8 @@ class Server:
         """The TCP ports actually bound (useful with ``port=0``)."""
         return [s.getsockname()[1] for s in self.sockets]
 
-    def statistics(self) -> ServerStatistics:
-        return ServerStatistics(
+    def statistics(self) -> HTTPServerStatistics:
+        return HTTPServerStatistics(
             connections_open=len(self._connections),
             connections_total=self._connections_total,
             requests_total=self._requests_total,
@@ -173,7 +173,7 @@ class Server:
                 if conn.deadline <= now:
                     conn.timer.cancel()
 
-    async def _run(self, task_status: trio.TaskStatus[Server]) -> None:
+    async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
         listeners = await bind_listeners(config)
         self.sockets = listeners
@@ -422,15 +422,15 @@ async def serve(
     handler: Handler,
     config: ServerConfig | None = None,
     *,
-    task_status: trio.TaskStatus[Server] = trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[HTTPServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve `handler` over HTTP/1.1 until `Server.shutdown` is called.
+    """Serve `handler` over HTTP/1.1 until `HTTPServer.shutdown` is called.
 
     Use with ``server = await nursery.start(serve, handler, config)``; the
-    value handed to ``task_status`` is the running `Server` (ports, statistics,
+    value handed to ``task_status`` is the running `HTTPServer` (ports, statistics,
     shutdown). Cancelling `serve` stops the server at once, without a drain.
     """
-    server = Server(handler, config or ServerConfig())
+    server = HTTPServer(handler, config or ServerConfig())
     await server._run(task_status)
 
 
@@ -440,7 +440,7 @@ def run(handler: Handler, config: ServerConfig | None = None) -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            server: Server = await nursery.start(serve, handler, config)
+            server: HTTPServer = await nursery.start(serve, handler, config)
             logger.info(
                 "serving on %s port %s", server.config.host, ", ".join(map(str, server.ports))
             )
