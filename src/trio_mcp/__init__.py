@@ -6,6 +6,7 @@ The public names live here; every module behind them is private.
 from ._config import ServerConfig as ServerConfig
 from ._errors import HeaderValueError as HeaderValueError
 from ._errors import LocalProtocolError as LocalProtocolError
+from ._errors import MCPError as MCPError
 from ._errors import RemoteProtocolError as RemoteProtocolError
 from ._errors import TrioMCPError as TrioMCPError
 from ._http11 import Request as Request
@@ -25,6 +26,7 @@ __all__ = [
     "Handler",
     "HeaderValueError",
     "LocalProtocolError",
+    "MCPError",
     "RemoteProtocolError",
     "Request",
     "Response",

@@ -34,3 +34,21 @@ class HeaderValueError(TrioMCPError, ValueError):
     The caller knows which header it was and wraps this into the answer the
     protocol revision requires (for example 400 with JSON-RPC -32020).
     """
+
+
+class MCPError(TrioMCPError):
+    """A JSON-RPC error to answer with: `code`, `message` and optional `data`.
+
+    Raise it from a handler to send a deliberate error to the client; any
+    other exception from a handler is answered as an internal error without
+    its details.
+    """
+
+    def __init__(self, code: int, message: str, data: object = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def __repr__(self) -> str:
+        return f"MCPError({self.code}, {self.message!r})"

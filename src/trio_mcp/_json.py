@@ -1,0 +1,47 @@
+"""JSON in and out: orjson, or the standard library where orjson has no wheel.
+
+`dumps` returns bytes (what the socket needs next); `loads` takes bytes.
+orjson is a dependency on CPython; PyPy and free-threaded builds, for which it
+ships no wheels, get the slower standard library with the same behaviour for
+the JSON MCP uses (objects with string keys, no NaN).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+try:
+    import orjson
+except ImportError:  # pragma: no cover - only where orjson has no wheel
+    orjson = None  # type: ignore[assignment]
+
+USING_ORJSON = orjson is not None
+
+if TYPE_CHECKING:
+    JSONDecodeError = ValueError
+
+    def dumps(obj: Any) -> bytes: ...
+
+    def loads(data: bytes | bytearray | memoryview | str) -> Any: ...
+
+elif USING_ORJSON:
+    JSONDecodeError = orjson.JSONDecodeError
+    dumps = orjson.dumps
+    loads = orjson.loads
+else:  # pragma: no cover
+    JSONDecodeError = json.JSONDecodeError
+
+    def dumps(obj: Any) -> bytes:
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+    def _no_constant(name: str) -> Any:
+        raise json.JSONDecodeError(f"invalid constant {name}", name, 0)
+
+    def loads(data: bytes | bytearray | memoryview | str) -> Any:
+        if isinstance(data, memoryview):
+            data = bytes(data)
+        return json.loads(data, parse_constant=_no_constant)
+
+
+__all__ = ["USING_ORJSON", "JSONDecodeError", "dumps", "loads"]
