@@ -60,6 +60,7 @@ def test_the_probe_would_catch_a_trio_import() -> None:
 
 def test_public_names() -> None:
     assert sorted(trio_mcp.__all__) == [
+        "DeferredResponse",
         "HTTPServer",
         "HTTPServerStatistics",
         "Handler",
@@ -69,6 +70,7 @@ def test_public_names() -> None:
         "RemoteProtocolError",
         "Request",
         "Response",
+        "ResponseWriter",
         "ServerConfig",
         "StreamingResponse",
         "TrioMCPError",

@@ -9,6 +9,7 @@ from ._errors import LocalProtocolError as LocalProtocolError
 from ._errors import MCPError as MCPError
 from ._errors import RemoteProtocolError as RemoteProtocolError
 from ._errors import TrioMCPError as TrioMCPError
+from ._http11 import DeferredResponse as DeferredResponse
 from ._http11 import Request as Request
 from ._http11 import Response as Response
 from ._http11 import StreamingResponse as StreamingResponse
@@ -17,11 +18,14 @@ from ._speedups import USING_EXTENSIONS as USING_EXTENSIONS
 from ._trio._server import Handler as Handler
 from ._trio._server import HTTPServer as HTTPServer
 from ._trio._server import HTTPServerStatistics as HTTPServerStatistics
+from ._trio._server import ResponseWriter as ResponseWriter
 from ._trio._server import run as run
 from ._trio._server import serve as serve
 from ._version import __version__ as __version__
 
 __all__ = [
+    "DeferredResponse",
+    "ResponseWriter",
     "USING_EXTENSIONS",
     "Handler",
     "HeaderValueError",

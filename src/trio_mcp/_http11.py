@@ -26,9 +26,9 @@ request.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from http import HTTPStatus
-from typing import Final, final
+from typing import Any, Final, final
 
 from ._config import ServerConfig
 from ._errors import LocalProtocolError, RemoteProtocolError
@@ -122,6 +122,23 @@ class StreamingResponse:
         self.status = status
         self.headers = headers
         self.body = body
+
+
+@final
+class DeferredResponse:
+    """An answer decided while it is produced: ``respond(writer)`` writes it.
+
+    The handler returns this when it cannot tell yet whether it will answer
+    with one complete response or a stream (an MCP request answers with JSON
+    unless the tool emits progress first). The connection then awaits
+    ``respond`` with a writer that sends either one `Response` or a streamed
+    body, from the connection's only writer task.
+    """
+
+    __slots__ = ("respond",)
+
+    def __init__(self, respond: Callable[[Any], Awaitable[None]]) -> None:
+        self.respond = respond
 
 
 class Phase(enum.Enum):
@@ -411,7 +428,7 @@ class HTTP11Connection:
         parts.append(body)
         return b"".join(parts)
 
-    def start_stream(self, response: StreamingResponse, date: bytes) -> bytes:
+    def start_stream(self, status: int, headers: Headers, date: bytes) -> bytes:
         """The head of a streamed answer; then `stream_chunk` for each piece, then `end_stream`.
 
         For HEAD requests the head is all there is: `stream_body_allowed` is
@@ -424,7 +441,7 @@ class HTTP11Connection:
         else:
             framing = b""
         framing += self._connection_header(close) + _CRLF
-        return b"".join(self._head_bytes(response.status, response.headers, date, framing))
+        return b"".join(self._head_bytes(status, headers, date, framing))
 
     @property
     def stream_body_allowed(self) -> bool:

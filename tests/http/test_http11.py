@@ -12,7 +12,6 @@ from trio_mcp._http11 import (
     HTTP11Connection,
     Phase,
     Request,
-    StreamingResponse,
     method_not_allowed,
 )
 
@@ -309,9 +308,7 @@ def test_streaming_on_http11_is_chunked() -> None:
     c = conn()
     c.receive_data(post())
     next_request(c)
-    head = c.start_stream(
-        StreamingResponse(200, [(b"content-type", b"text/event-stream")], _pieces()), DATE
-    )  # type: ignore[arg-type]
+    head = c.start_stream(200, [(b"content-type", b"text/event-stream")], DATE)
     _, headers, _ = split_response(head)
     assert headers[b"transfer-encoding"] == b"chunked"
     assert b"content-length" not in headers
@@ -326,7 +323,7 @@ def test_streaming_on_http10_is_close_delimited() -> None:
     c = conn()
     c.receive_data(post(version=b"1.0", extra=b"Connection: keep-alive\r\n"))
     next_request(c)
-    head = c.start_stream(StreamingResponse(200, [], _pieces()), DATE)  # type: ignore[arg-type]
+    head = c.start_stream(200, [], DATE)
     _, headers, _ = split_response(head)
     assert b"transfer-encoding" not in headers
     assert headers[b"connection"] == b"close"
@@ -339,7 +336,7 @@ def test_streaming_head_request_sends_no_body() -> None:
     c = conn()
     c.receive_data(b"HEAD /mcp HTTP/1.1\r\nHost: h\r\n\r\n")
     next_request(c)
-    head = c.start_stream(StreamingResponse(200, [], _pieces()), DATE)  # type: ignore[arg-type]
+    head = c.start_stream(200, [], DATE)
     assert b"transfer-encoding" not in split_response(head)[1]
     assert not c.stream_body_allowed
     assert c.end_stream() == b""

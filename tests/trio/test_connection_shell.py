@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import h11
+import pytest
 import trio
 import trio.lowlevel
 import trio.testing
 from _support import Client, post
 
-from trio_mcp import HTTPServer, Request, Response, ServerConfig, StreamingResponse
+from trio_mcp import (
+    DeferredResponse,
+    HTTPServer,
+    LocalProtocolError,
+    Request,
+    Response,
+    ResponseWriter,
+    ServerConfig,
+    StreamingResponse,
+)
 
 # Time limits are checked once per tick: they fire no earlier than the limit
 # and at most one tick (1 s with the default limits) late.
@@ -238,3 +249,132 @@ async def test_statistics_count_connections_and_requests(nursery) -> None:
     await done.wait()
     stats = server.statistics()
     assert (stats.connections_open, stats.connections_total, stats.requests_total) == (0, 1, 2)
+
+
+async def test_deferred_response_may_answer_in_full(nursery) -> None:
+    async def respond(writer: ResponseWriter) -> None:
+        assert not writer.started
+        await writer.respond(Response(200, [], b"whole"))
+        assert writer.started
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post() + post())
+    for _ in range(2):
+        reply = await client.read_reply()
+        assert (reply.status, reply.body, reply.header(b"content-length")) == (200, b"whole", b"5")
+
+
+async def test_deferred_response_may_stream(nursery) -> None:
+    async def respond(writer: ResponseWriter) -> None:
+        await writer.start(200, [(b"content-type", b"text/event-stream")])
+        for i in range(3):
+            await writer.send(b"data: %d\n\n" % i)
+            await trio.lowlevel.checkpoint()
+        await writer.end()
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post() + post(b"[2]", path=b"/other"))
+    reply = await client.read_reply()
+    assert reply.header(b"transfer-encoding") == b"chunked"
+    assert reply.chunks == [b"data: 0\n\n", b"data: 1\n\n", b"data: 2\n\n"]
+    assert (await client.read_reply()).status == 200  # the connection goes on
+
+
+async def test_deferred_response_stream_is_ended_for_it(nursery) -> None:
+    async def respond(writer: ResponseWriter) -> None:
+        await writer.start(200, [])
+        await writer.send(b"partial")
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post())
+    assert (await client.read_reply()).body == b"partial"
+
+
+@pytest.mark.parametrize("fail", [False, True])
+async def test_deferred_response_that_writes_nothing_or_fails_early_is_500(
+    nursery, caplog, fail: bool
+) -> None:
+    async def respond(writer: ResponseWriter) -> None:
+        if fail:
+            raise RuntimeError("oops")
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post())
+    assert (await client.read_reply()).status == 500
+    await client.send(post())
+    assert (await client.read_reply()).status == 500  # still serving
+
+
+async def test_deferred_response_failing_mid_stream_cuts_the_connection(nursery, caplog) -> None:
+    async def respond(writer: ResponseWriter) -> None:
+        await writer.start(200, [])
+        await writer.send(b"first")
+        raise RuntimeError("oops")
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, done = await start(nursery, handler)
+    await client.send(post())
+    with pytest.raises(h11.RemoteProtocolError, match="incomplete chunked read"):
+        await client.read_reply()
+    await done.wait()
+
+
+async def test_deferred_response_to_a_dead_peer_runs_to_completion(nursery) -> None:
+    finished = trio.Event()
+    saw_broken: list[bool] = []
+
+    async def respond(writer: ResponseWriter) -> None:
+        await writer.start(200, [])
+        await writer.send(b"x")
+        await client.stream.aclose()
+        for _ in range(3):
+            await writer.send(b"y" * 100)  # dropped, no exception
+        saw_broken.append(writer.broken)
+        finished.set()
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, done = await start(nursery, handler)
+    await client.send(post())
+    await finished.wait()
+    await done.wait()
+    assert saw_broken == [True]
+
+
+async def test_writer_misuse_is_a_local_error(nursery) -> None:
+    errors: list[str] = []
+
+    async def respond(writer: ResponseWriter) -> None:
+        for misuse in (writer.send(b"x"), writer.end()):
+            try:
+                await misuse
+            except LocalProtocolError as exc:
+                errors.append(str(exc))
+        await writer.respond(Response(204))
+        try:
+            await writer.start(200, [])
+        except LocalProtocolError as exc:
+            errors.append(str(exc))
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post())
+    assert (await client.read_reply()).status == 204
+    assert len(errors) == 3

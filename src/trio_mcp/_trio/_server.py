@@ -13,6 +13,7 @@ trio's deadline heap; limits fire up to `HTTPServer.timeout_tick_s` late.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import socket
@@ -25,12 +26,14 @@ from typing import Final, Protocol, final
 import trio
 
 from .._config import ServerConfig
-from .._errors import RemoteProtocolError
+from .._errors import LocalProtocolError, RemoteProtocolError
 from .._http11 import (
     CLOSED,
     CONTINUE_RESPONSE,
     NEED_DATA,
     SEND_CONTINUE,
+    DeferredResponse,
+    Headers,
     HTTP11Connection,
     Phase,
     Request,
@@ -43,7 +46,7 @@ from ._socketio import RESOURCE_ERRNOS, SocketIO, bind_listeners, close_listener
 logger = logging.getLogger("trio_mcp.server")
 
 #: The application boundary: an async callable from a complete request to its answer.
-Handler = Callable[[Request], Awaitable[Response | StreamingResponse]]
+Handler = Callable[[Request], Awaitable[Response | StreamingResponse | DeferredResponse]]
 
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
@@ -330,12 +333,36 @@ class HTTPServer:
                     await stream.send_all(http.full_response(response, dates.get()))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
+            elif type(response) is DeferredResponse:
+                if not await self._deferred(stream, conn, response):
+                    return True
             else:
                 assert isinstance(response, StreamingResponse)
                 if not await self._stream(stream, conn, response, write_timeout):
                     return True
             if http.must_close:
                 return False
+
+    async def _deferred(
+        self, stream: _ByteStream, conn: _Connection, response: DeferredResponse
+    ) -> bool:
+        """Let a DeferredResponse write its answer; False when the peer went away."""
+        writer = ResponseWriter(stream, conn, self._dates, self.config.write_timeout_s)
+        conn.deadline = math.inf
+        try:
+            await response.respond(writer)
+        except Exception:
+            logger.exception("deferred response failed")
+            if writer.state is _WriterState.NEW:
+                await writer.respond(_INTERNAL_ERROR)
+            else:
+                return False  # cut the stream short: the client sees it incomplete
+        if writer.state is _WriterState.NEW:
+            logger.error("a deferred response wrote nothing; answering 500")
+            await writer.respond(_INTERNAL_ERROR)
+        elif writer.state is _WriterState.STREAMING:
+            await writer.end()
+        return not writer.broken
 
     async def _stream(
         self,
@@ -349,7 +376,9 @@ class HTTPServer:
         body = response.body
         now = trio.current_time
         try:
-            await stream.send_all(http.start_stream(response, self._dates.get()))
+            await stream.send_all(
+                http.start_stream(response.status, response.headers, self._dates.get())
+            )
             if http.stream_body_allowed:
                 conn.deadline = math.inf  # producing the next piece may take long
                 async for piece in body:
@@ -373,6 +402,80 @@ class HTTPServer:
             if aclose is not None:
                 with trio.CancelScope(shield=True):
                     await aclose()
+
+
+class _WriterState(enum.Enum):
+    NEW = "new"
+    STREAMING = "streaming"
+    DONE = "done"
+
+
+@final
+class ResponseWriter:
+    """Writes the answer of a `DeferredResponse`: one full response, or a stream.
+
+    Either `respond` once, or `start` then any number of `send` then `end`.
+    Writes to a peer that has gone away are dropped (`broken` tells); the
+    connection closes after the answer.
+    """
+
+    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "state", "broken")
+
+    def __init__(
+        self, stream: _ByteStream, conn: _Connection, dates: _DateCache, write_timeout: float
+    ) -> None:
+        self._stream = stream
+        self._conn = conn
+        self._dates = dates
+        self._write_timeout = write_timeout
+        self.state = _WriterState.NEW
+        #: True once a write failed: the peer is gone.
+        self.broken = False
+
+    @property
+    def started(self) -> bool:
+        """True once the status line is out (nothing can change it any more)."""
+        return self.state is not _WriterState.NEW
+
+    async def _write(self, data: bytes) -> None:
+        if self.broken or not data:
+            return
+        conn = self._conn
+        conn.deadline = trio.current_time() + self._write_timeout
+        try:
+            await self._stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.broken = True
+        finally:
+            conn.deadline = math.inf
+
+    async def respond(self, response: Response) -> None:
+        """Send one complete response."""
+        if self.state is not _WriterState.NEW:
+            raise LocalProtocolError("this request was already answered")
+        self.state = _WriterState.DONE
+        await self._write(self._conn.http.full_response(response, self._dates.get()))
+
+    async def start(self, status: int, headers: Headers) -> None:
+        """Send the head of a streamed answer."""
+        if self.state is not _WriterState.NEW:
+            raise LocalProtocolError("this request was already answered")
+        self.state = _WriterState.STREAMING
+        http = self._conn.http
+        await self._write(http.start_stream(status, headers, self._dates.get()))
+
+    async def send(self, piece: bytes) -> None:
+        """Send one piece of the streamed body."""
+        if self.state is not _WriterState.STREAMING:
+            raise LocalProtocolError("send() needs start() first, and no end()")
+        await self._write(self._conn.http.stream_chunk(piece))
+
+    async def end(self) -> None:
+        """Finish the streamed body."""
+        if self.state is not _WriterState.STREAMING:
+            raise LocalProtocolError("end() needs start() first")
+        self.state = _WriterState.DONE
+        await self._write(self._conn.http.end_stream())
 
 
 async def _send_quietly(stream: _ByteStream, data: bytes) -> None:
