@@ -3,7 +3,18 @@
 The public names live here; every module behind them is private.
 """
 
+from ._app import Context as Context
+from ._app import Server as Server
+from ._app import ToolError as ToolError
+from ._config import MCPConfig as MCPConfig
 from ._config import ServerConfig as ServerConfig
+from ._content import Content as Content
+from ._content import audio as audio_content
+from ._content import embedded_blob as embedded_blob
+from ._content import embedded_text as embedded_text
+from ._content import image as image_content
+from ._content import resource_link as resource_link
+from ._content import text as text_content
 from ._errors import HeaderValueError as HeaderValueError
 from ._errors import LocalProtocolError as LocalProtocolError
 from ._errors import MCPError as MCPError
@@ -15,6 +26,10 @@ from ._http11 import Response as Response
 from ._http11 import StreamingResponse as StreamingResponse
 from ._http11 import method_not_allowed as method_not_allowed
 from ._speedups import USING_EXTENSIONS as USING_EXTENSIONS
+from ._trio._endpoint import Authenticator as Authenticator
+from ._trio._endpoint import MCPEndpoint as MCPEndpoint
+from ._trio._endpoint import run_mcp as run_mcp
+from ._trio._endpoint import serve_mcp as serve_mcp
 from ._trio._server import Handler as Handler
 from ._trio._server import HTTPServer as HTTPServer
 from ._trio._server import HTTPServerStatistics as HTTPServerStatistics
@@ -24,6 +39,21 @@ from ._trio._server import serve as serve
 from ._version import __version__ as __version__
 
 __all__ = [
+    "Authenticator",
+    "Content",
+    "Context",
+    "MCPConfig",
+    "MCPEndpoint",
+    "Server",
+    "ToolError",
+    "audio_content",
+    "embedded_blob",
+    "embedded_text",
+    "image_content",
+    "resource_link",
+    "run_mcp",
+    "serve_mcp",
+    "text_content",
     "DeferredResponse",
     "ResponseWriter",
     "USING_EXTENSIONS",

@@ -90,3 +90,42 @@ class ServerConfig:
             raise ValueError("reuse_port is not available on this platform")
         if self.max_request_line_bytes > self.max_head_bytes:
             raise ValueError("max_request_line_bytes cannot exceed max_head_bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class MCPConfig:
+    """How the MCP endpoint behaves on top of the HTTP server.
+
+    Attributes:
+        http: the HTTP server settings (bind address, limits, time limits).
+        path: the endpoint; ``path + "/"`` answers the same, without a redirect.
+        json_response_only: always answer a request with one JSON object,
+            never a stream (progress and log messages are then not sent).
+        stateless: serve requests without a session (no initialize needed);
+            initialize still works but mints no session id.
+        max_sessions: live sessions at most; initialize beyond gets 503.
+        session_idle_timeout_s: a session unused this long ends (time inside a
+            running request does not count).
+        allowed_origins: Origin values (``https://app.example``) browsers may
+            call from; ``*`` allows any. Loopback origins are always allowed
+            when the server is bound to loopback.
+        allowed_hosts: Host names (without port) the server answers to; empty
+            means loopback names only when bound to loopback, else any.
+    """
+
+    http: ServerConfig = ServerConfig()
+    path: str = "/mcp"
+    json_response_only: bool = False
+    stateless: bool = False
+    max_sessions: int = 1024
+    session_idle_timeout_s: float = 1800.0
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.path.startswith("/") or self.path.endswith("/"):
+            raise ValueError(f"path must start with / and not end with one, not {self.path!r}")
+        if self.max_sessions < 1:
+            raise ValueError("max_sessions must be at least 1")
+        if not self.session_idle_timeout_s > 0:
+            raise ValueError("session_idle_timeout_s must be positive")

@@ -1,0 +1,139 @@
+"""An MCP server exposing what the official conformance suite and the benchmarks look for.
+
+    python examples/everything.py --port 8000
+
+serves http://127.0.0.1:8000/mcp until SIGINT or SIGTERM, which drain it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+from typing import Annotated
+
+import trio
+
+from trio_mcp import (
+    Content,
+    Context,
+    MCPConfig,
+    Server,
+    ServerConfig,
+    ToolError,
+    audio_content,
+    embedded_text,
+    image_content,
+    run_mcp,
+)
+
+# A 1x1 red PNG and a tiny WAV, as the conformance scenarios expect images and audio.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC"
+)
+WAV = base64.b64decode("UklGRiQAAABXQVZFZm10IBAAAAABAAEARKwAAIhYAQACABAAZGF0YQAAAAA=")
+
+server = Server(
+    "trio-mcp-everything",
+    "0.1.0",
+    instructions="A test server exposing every kind of MCP feature.",
+)
+
+
+@server.tool()
+async def echo(text: Annotated[str, "The text to send back"]) -> str:
+    """Return the text it is given."""
+    return text
+
+
+@server.tool()
+async def test_simple_text() -> str:
+    """Return a fixed text."""
+    return "This is a simple text response for testing."
+
+
+@server.tool()
+async def test_image_content() -> Content:
+    """Return an image."""
+    return image_content(PNG, "image/png")
+
+
+@server.tool()
+async def test_audio_content() -> Content:
+    """Return audio."""
+    return audio_content(WAV, "audio/wav")
+
+
+@server.tool()
+async def test_embedded_resource() -> Content:
+    """Return an embedded resource."""
+    return embedded_text("test://embedded-resource", "This is an embedded resource content.")
+
+
+@server.tool()
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Report progress three times, then answer."""
+    for step in (0, 50, 100):
+        await ctx.report_progress(step, 100, f"step {step}")
+        await trio.sleep(0.01)
+    return "Progress test completed"
+
+
+@server.tool()
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Send three log messages, then answer."""
+    for message in ("Tool execution started", "Tool processing data", "Tool execution completed"):
+        await ctx.log("info", message)
+        await trio.sleep(0.05)
+    return "Logging test completed"
+
+
+@server.tool()
+async def test_error_handling() -> str:
+    """Always fail, as a tool error the model can see."""
+    raise ToolError("This tool intentionally returns an error for testing")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers (a sync tool: it runs in a worker thread)."""
+    return a + b
+
+
+@server.resource("test://static-text", mime_type="text/plain")
+async def static_text() -> str:
+    """A static text resource."""
+    return "This is the content of the static text resource."
+
+
+@server.resource("test://template/{id}/data", mime_type="application/json")
+async def template_data(id: str) -> str:
+    """A resource template with one parameter."""
+    return f'{{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}}'
+
+
+@server.prompt()
+async def test_simple_prompt() -> str:
+    """A prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+@server.prompt()
+async def test_prompt_with_arguments(
+    arg1: Annotated[str, "First test argument"], arg2: Annotated[str, "Second test argument"]
+) -> str:
+    """A prompt with two arguments."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    run_mcp(server, MCPConfig(http=ServerConfig(host=args.host, port=args.port)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,521 @@
+"""The application API: `Server` with tools, resources and prompts, and `Context`.
+
+Everything a registration needs is worked out once, when it is registered:
+the input schema and its compiled validator, the entry ``tools/list`` shows,
+whether the function is async, which parameter receives the `Context`. A call
+then only validates, calls and wraps the result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, TypeVar, final, get_args, get_origin, get_type_hints
+
+from . import _content
+from ._errors import LocalProtocolError, MCPError
+from ._json import dumps
+from ._schema import JSONSchema, compile_validator, schema_for, signature_schema
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# MCP 2025-11-25 tool names: 1-128 of A-Z a-z 0-9 _ - .
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+class ToolError(Exception):
+    """Raise from a tool to report a failure the model should see (``isError``)."""
+
+
+@final
+class Context:
+    """What a handler may know and do about the request it serves.
+
+    Declare a parameter annotated ``Context`` to receive it; it is not part of
+    the tool's input schema.
+    """
+
+    __slots__ = (
+        "request_id",
+        "session_id",
+        "principal",
+        "headers",
+        "protocol_version",
+        "client_capabilities",
+        "_progress_token",
+        "_emit",
+        "_log_level",
+        "_cancel_scope",
+    )
+
+    def __init__(
+        self,
+        *,
+        request_id: str | int,
+        session_id: str | None,
+        principal: object,
+        headers: list[tuple[bytes, bytes]],
+        protocol_version: str,
+        client_capabilities: Mapping[str, Any],
+        progress_token: str | int | None,
+        emit: Callable[[bytes], Awaitable[None]],
+        log_level: str | None,
+        cancel_scope: Any,
+    ) -> None:
+        self.request_id = request_id
+        self.session_id = session_id
+        self.principal = principal
+        self.headers = headers
+        self.protocol_version = protocol_version
+        self.client_capabilities = client_capabilities
+        self._progress_token = progress_token
+        self._emit = emit
+        self._log_level = log_level
+        self._cancel_scope = cancel_scope
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send ``notifications/progress`` if the client asked for progress."""
+        if self._progress_token is None:
+            return
+        params: dict[str, Any] = {"progressToken": self._progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._emit(
+            dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+        )
+
+    async def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send ``notifications/message`` to the client, if its log level lets it through."""
+        if level not in LOG_LEVELS:
+            raise LocalProtocolError(f"unknown log level {level!r}")
+        threshold = self._log_level
+        if threshold is not None and LOG_LEVELS[level] < LOG_LEVELS[threshold]:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._emit(
+            dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
+        )
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the client cancelled this request."""
+        return bool(self._cancel_scope.cancel_called)
+
+
+#: RFC 5424 severities as MCP names them, least severe first.
+LOG_LEVELS: Final = {
+    name: rank
+    for rank, name in enumerate(
+        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+    )
+}
+
+
+def _is_context(hint: Any) -> bool:
+    return hint is Context
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    param_names: tuple[str, ...]
+    context_param: str | None
+    validate: Callable[[Any], str | None]
+    wrap_result: bool  # structured output of a non-object type, wrapped as {"result": ...}
+    has_output_schema: bool
+    listing: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    uri: str
+    fn: Callable[..., Any]
+    is_async: bool
+    mime_type: str | None
+    context_param: str | None
+    listing: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTemplate:
+    uri_template: str
+    pattern: re.Pattern[str]
+    fn: Callable[..., Any]
+    is_async: bool
+    mime_type: str | None
+    context_param: str | None
+    listing: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+    param_names: tuple[str, ...]
+    required: frozenset[str]
+    context_param: str | None
+    listing: dict[str, Any] = field(repr=False)
+
+
+def _doc(fn: Callable[..., Any]) -> str | None:
+    doc = inspect.getdoc(fn)
+    return doc.strip() if doc else None
+
+
+def _context_param(fn: Callable[..., Any]) -> str | None:
+    hints = get_type_hints(fn)
+    for name, hint in hints.items():
+        if name != "return" and _is_context(hint):
+            return name
+    return None
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn)
+
+
+def _put(listing: dict[str, Any], key: str, value: Any) -> None:
+    if value is not None:
+        listing[key] = value
+
+
+class Server:
+    """An MCP server application: tools, resources and prompts to serve.
+
+    Register with the decorators (``@server.tool()``) or the ``add_*`` methods
+    they call. Serve it with `trio_mcp.serve_mcp` or `trio_mcp.run_mcp`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        version: str = "0.1.0",
+        *,
+        instructions: str | None = None,
+        title: str | None = None,
+        page_size: int = 100,
+    ) -> None:
+        if page_size < 1:
+            raise ValueError("page_size must be at least 1")
+        self.name = name
+        self.version = version
+        self.instructions = instructions
+        self.title = title
+        self.page_size = page_size
+        self.tools: dict[str, Tool] = {}
+        self.resources: dict[str, Resource] = {}
+        self.resource_templates: dict[str, ResourceTemplate] = {}
+        self.prompts: dict[str, Prompt] = {}
+
+    # ---- tools ------------------------------------------------------------
+
+    def tool(
+        self,
+        name: str | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: JSONSchema | None = None,
+        output_schema: JSONSchema | None = None,
+        annotations: dict[str, Any] | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function as a tool (see `add_tool`)."""
+
+        def register(fn: F) -> F:
+            self.add_tool(
+                fn,
+                name=name,
+                title=title,
+                description=description,
+                input_schema=input_schema,
+                output_schema=output_schema,
+                annotations=annotations,
+            )
+            return fn
+
+        return register
+
+    def add_tool(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: JSONSchema | None = None,
+        output_schema: JSONSchema | None = None,
+        annotations: dict[str, Any] | None = None,
+    ) -> Tool:
+        """Register `fn` as a tool.
+
+        The input schema comes from the type hints of `fn`'s parameters, or is
+        `input_schema` verbatim (then the arguments object is passed as keyword
+        arguments). The output schema comes from the return annotation unless
+        it is str, None or content; `output_schema` overrides it.
+        """
+        tool_name = name or fn.__name__
+        if not _TOOL_NAME.fullmatch(tool_name):
+            raise LocalProtocolError(f"invalid tool name {tool_name!r}")
+        if tool_name in self.tools:
+            raise LocalProtocolError(f"a tool named {tool_name!r} is already registered")
+        context_param = _context_param(fn)
+        derived, names = signature_schema(fn, skip=_is_context)
+        schema = input_schema if input_schema is not None else derived
+        if schema.get("type") != "object":
+            raise LocalProtocolError(
+                f"tool {tool_name!r}: the input schema must be an object schema"
+            )
+        if input_schema is not None:
+            names = list(input_schema.get("properties", {}))
+        wrap_result = False
+        if output_schema is None:
+            output_schema, wrap_result = _output_schema(fn)
+        listing: dict[str, Any] = {"name": tool_name}
+        _put(listing, "title", title)
+        _put(listing, "description", description if description is not None else _doc(fn))
+        listing["inputSchema"] = schema
+        _put(listing, "outputSchema", output_schema)
+        _put(listing, "annotations", annotations)
+        tool = Tool(
+            name=tool_name,
+            fn=fn,
+            is_async=_is_async(fn),
+            param_names=tuple(names),
+            context_param=context_param,
+            validate=compile_validator(schema),
+            wrap_result=wrap_result,
+            has_output_schema=output_schema is not None,
+            listing=listing,
+        )
+        self.tools[tool_name] = tool
+        return tool
+
+    def remove_tool(self, name: str) -> None:
+        del self.tools[name]
+
+    # ---- resources --------------------------------------------------------
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register the decorated function as a resource or, with ``{var}`` parts, a template."""
+
+        def register(fn: F) -> F:
+            self.add_resource(
+                fn, uri, name=name, title=title, description=description, mime_type=mime_type
+            )
+            return fn
+
+        return register
+
+    def add_resource(
+        self,
+        fn: Callable[..., Any],
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Resource | ResourceTemplate:
+        """Register `fn` to produce the contents of `uri` (a URI template if it has ``{var}``).
+
+        `fn` returns str (text), bytes (a blob), or a list of content dicts with
+        ``uri`` and ``text``/``blob``; a template's variables are passed as
+        keyword arguments.
+        """
+        listing: dict[str, Any] = {"name": name or fn.__name__}
+        _put(listing, "title", title)
+        _put(listing, "description", description if description is not None else _doc(fn))
+        _put(listing, "mimeType", mime_type)
+        context_param = _context_param(fn)
+        if "{" in uri:
+            if uri in self.resource_templates:
+                raise LocalProtocolError(f"resource template {uri!r} is already registered")
+            template = ResourceTemplate(
+                uri_template=uri,
+                pattern=_template_pattern(uri),
+                fn=fn,
+                is_async=_is_async(fn),
+                mime_type=mime_type,
+                context_param=context_param,
+                listing={"uriTemplate": uri, **listing},
+            )
+            self.resource_templates[uri] = template
+            return template
+        if uri in self.resources:
+            raise LocalProtocolError(f"resource {uri!r} is already registered")
+        resource = Resource(
+            uri=uri,
+            fn=fn,
+            is_async=_is_async(fn),
+            mime_type=mime_type,
+            context_param=context_param,
+            listing={"uri": uri, **listing},
+        )
+        self.resources[uri] = resource
+        return resource
+
+    # ---- prompts ----------------------------------------------------------
+
+    def prompt(
+        self, name: str | None = None, *, title: str | None = None, description: str | None = None
+    ) -> Callable[[F], F]:
+        """Register the decorated function as a prompt (see `add_prompt`)."""
+
+        def register(fn: F) -> F:
+            self.add_prompt(fn, name=name, title=title, description=description)
+            return fn
+
+        return register
+
+    def add_prompt(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> Prompt:
+        """Register `fn` as a prompt; its str parameters are the prompt's arguments.
+
+        `fn` returns str (one user message), or a list whose items are messages
+        (``{"role": ..., "content": ...}``) or content blocks (user messages).
+        """
+        prompt_name = name or fn.__name__
+        if prompt_name in self.prompts:
+            raise LocalProtocolError(f"a prompt named {prompt_name!r} is already registered")
+        schema, names = signature_schema(fn, skip=_is_context)
+        required = frozenset(schema.get("required", ()))
+        arguments = []
+        for arg in names:
+            entry: dict[str, Any] = {"name": arg, "required": arg in required}
+            _put(entry, "description", schema["properties"][arg].get("description"))
+            arguments.append(entry)
+        listing: dict[str, Any] = {"name": prompt_name}
+        _put(listing, "title", title)
+        _put(listing, "description", description if description is not None else _doc(fn))
+        if arguments:
+            listing["arguments"] = arguments
+        prompt = Prompt(
+            name=prompt_name,
+            fn=fn,
+            is_async=_is_async(fn),
+            param_names=tuple(names),
+            required=required,
+            context_param=_context_param(fn),
+            listing=listing,
+        )
+        self.prompts[prompt_name] = prompt
+        return prompt
+
+    # ---- what initialize announces ----------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        """The server capabilities, derived from what is registered."""
+        caps: dict[str, Any] = {"logging": {}}
+        if self.tools:
+            caps["tools"] = {"listChanged": True}
+        if self.resources or self.resource_templates:
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        if self.prompts:
+            caps["prompts"] = {"listChanged": True}
+        return caps
+
+
+def _template_pattern(template: str) -> re.Pattern[str]:
+    parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template)
+    regex = "".join(
+        re.escape(part) if i % 2 == 0 else f"(?P<{part}>[^/]+)" for i, part in enumerate(parts)
+    )
+    return re.compile(regex)
+
+
+_UNSTRUCTURED: Final = (str, type(None), inspect.Signature.empty)
+
+
+def _output_schema(fn: Callable[..., Any]) -> tuple[JSONSchema | None, bool]:
+    hints = get_type_hints(fn, include_extras=True)
+    ret = hints.get("return", inspect.Signature.empty)
+    if ret in _UNSTRUCTURED or ret is Any or ret is _content.Content:
+        return None, False
+    if get_origin(ret) is list and get_args(ret) == (_content.Content,):
+        return None, False
+    try:
+        schema = schema_for(ret)
+    except LocalProtocolError:
+        return None, False
+    if schema.get("type") == "object":
+        return schema, False
+    return {"type": "object", "properties": {"result": schema}, "required": ["result"]}, True
+
+
+def tool_result(tool: Tool, value: Any) -> dict[str, Any]:
+    """The CallToolResult for what a tool returned."""
+    if isinstance(value, dict) and "content" in value and isinstance(value["content"], list):
+        return value  # already a CallToolResult
+    if value is None:
+        return {"content": []}
+    if isinstance(value, str):
+        return {"content": [_content.text(value)]}
+    if _content.is_content(value):
+        return {"content": [value]}
+    if isinstance(value, list) and value and all(_content.is_content(v) for v in value):
+        return {"content": value}
+    structured = {"result": value} if tool.wrap_result else value
+    result: dict[str, Any] = {"content": [_content.text(dumps(value).decode())]}
+    if tool.has_output_schema:
+        result["structuredContent"] = structured
+    return result
+
+
+def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[str, Any]]:
+    """The ``contents`` of a ReadResourceResult for what a resource function returned."""
+    if isinstance(value, str):
+        entry: dict[str, Any] = {"uri": uri, "text": value}
+    elif isinstance(value, bytes | bytearray):
+        entry = {"uri": uri, "blob": _content._b64(bytes(value))}
+    elif isinstance(value, list):
+        return value
+    else:
+        entry = {"uri": uri, "text": dumps(value).decode()}
+        mime_type = mime_type or "application/json"
+    if mime_type is not None:
+        entry["mimeType"] = mime_type
+    return [entry]
+
+
+def prompt_messages(value: Any) -> list[dict[str, Any]]:
+    """The ``messages`` of a GetPromptResult for what a prompt function returned."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": _content.text(value)}]
+    if not isinstance(value, list):
+        raise MCPError(-32603, "Internal error: the prompt returned an unusable value")
+    messages = []
+    for item in value:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": _content.text(item)})
+        elif isinstance(item, dict) and "role" in item:
+            messages.append(item)
+        elif _content.is_content(item):
+            messages.append({"role": "user", "content": item})
+        else:
+            raise MCPError(-32603, "Internal error: the prompt returned an unusable message")
+    return messages

@@ -1,0 +1,166 @@
+"""JSON Schema from Python type hints, and argument validators compiled once.
+
+`schema_for(hint)` covers what tool signatures use: str, int, float, bool,
+None, list/tuple/set, dict with str keys, Optional and unions, Literal, Enum,
+TypedDict, dataclasses and Any; ``Annotated[T, "text"]`` adds a description.
+Validation of arguments (against a derived or a verbatim user schema) uses
+jsonschema-rs, compiled when the tool is registered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+
+import jsonschema_rs
+
+from ._errors import LocalProtocolError
+from ._json import dumps
+
+JSONSchema = dict[str, Any]
+
+_SCALARS: dict[Any, JSONSchema] = {
+    str: {"type": "string"},
+    int: {"type": "integer"},
+    float: {"type": "number"},
+    bool: {"type": "boolean"},
+    type(None): {"type": "null"},
+    Any: {},
+    object: {},
+}
+
+
+def schema_for(hint: Any) -> JSONSchema:
+    """The JSON Schema of values of type `hint` (raises LocalProtocolError if unsupported)."""
+    if hint in _SCALARS:
+        return dict(_SCALARS[hint])
+    origin = get_origin(hint)
+    if origin is typing.Annotated:
+        base, *extras = get_args(hint)
+        schema = schema_for(base)
+        for extra in extras:
+            if isinstance(extra, str):
+                schema["description"] = extra
+            elif isinstance(extra, Mapping):
+                schema.update(extra)  # extra JSON Schema keywords, e.g. {"minimum": 0}
+        return schema
+    if origin is Union or origin is types.UnionType:
+        options = [schema_for(arg) for arg in get_args(hint)]
+        return {"anyOf": options}
+    if origin is Literal:
+        values = list(get_args(hint))
+        return {"enum": values}
+    if origin in (list, Sequence, set, frozenset) or hint in (list, set, frozenset):
+        args = get_args(hint)
+        schema = {"type": "array"}
+        if args:
+            schema["items"] = schema_for(args[0])
+        if origin in (set, frozenset):
+            schema["uniqueItems"] = True
+        return schema
+    if origin is tuple:
+        args = get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return {"type": "array", "items": schema_for(args[0])}
+        return {
+            "type": "array",
+            "prefixItems": [schema_for(a) for a in args],
+            "minItems": len(args),
+            "maxItems": len(args),
+        }
+    if origin in (dict, Mapping) or hint is dict:
+        args = get_args(hint)
+        schema = {"type": "object"}
+        if args:
+            if args[0] is not str:
+                raise LocalProtocolError(
+                    f"dict keys must be str in a tool signature, not {args[0]}"
+                )
+            schema["additionalProperties"] = schema_for(args[1])
+        return schema
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return {"enum": [member.value for member in hint]}
+    if isinstance(hint, type) and typing.is_typeddict(hint):
+        required_keys: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
+        return _object_schema(get_type_hints(hint, include_extras=True), required_keys)
+    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
+        hints = get_type_hints(hint, include_extras=True)
+        fields = {f.name: hints[f.name] for f in dataclasses.fields(hint)}
+        required = {
+            f.name
+            for f in dataclasses.fields(hint)
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        }
+        return _object_schema(fields, required)
+    raise LocalProtocolError(f"no JSON Schema for type {hint!r}; give the schema explicitly")
+
+
+def _object_schema(fields: Mapping[str, Any], required: typing.AbstractSet[str]) -> JSONSchema:
+    schema: JSONSchema = {
+        "type": "object",
+        "properties": {name: schema_for(hint) for name, hint in fields.items()},
+    }
+    needed = [name for name in fields if name in required]
+    if needed:
+        schema["required"] = needed
+    return schema
+
+
+def signature_schema(
+    fn: Callable[..., Any], *, skip: Callable[[Any], bool]
+) -> tuple[JSONSchema, list[str]]:
+    """The input schema of `fn`'s parameters, and the names of those it takes.
+
+    Parameters whose annotation satisfies `skip` (the injected Context) are left
+    out. A parameter without a default is required.
+    """
+    hints = get_type_hints(fn, include_extras=True)
+    properties: dict[str, JSONSchema] = {}
+    required: list[str] = []
+    names: list[str] = []
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise LocalProtocolError(f"{fn.__qualname__}: *args and **kwargs can't be tool inputs")
+        hint = hints.get(param.name, Any)
+        if skip(hint):
+            continue
+        schema = schema_for(hint)
+        if param.default is not param.empty:
+            try:
+                dumps(param.default)  # the default documents itself if it is JSON
+            except TypeError:
+                pass
+            else:
+                schema["default"] = param.default
+        else:
+            required.append(param.name)
+        properties[param.name] = schema
+        names.append(param.name)
+    schema = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return schema, names
+
+
+def compile_validator(schema: JSONSchema) -> Callable[[Any], str | None]:
+    """A function that returns None for valid input, else a short reason."""
+    try:
+        validator = jsonschema_rs.validator_for(schema)
+    except (ValueError, jsonschema_rs.ValidationError) as exc:
+        raise LocalProtocolError(f"invalid JSON Schema: {exc}") from None
+    is_valid = validator.is_valid
+
+    def check(instance: Any) -> str | None:
+        if is_valid(instance):
+            return None
+        for error in validator.iter_errors(instance):
+            where = "/".join(str(part) for part in error.instance_path)
+            return f"{where}: {error.message}" if where else error.message
+        return "invalid"  # pragma: no cover - is_valid and iter_errors disagree
+
+    return check

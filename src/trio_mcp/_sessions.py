@@ -1,0 +1,147 @@
+"""MCP sessions of the 2025 revisions: minted on initialize, bounded, expiring.
+
+Sans-IO: "now" is an argument and ids come from a given source of
+randomness, so expiry and the size bound are tested without clocks. A
+session is never a credential: it records the principal that created it, and
+the endpoint refuses it to anyone else.
+
+Live, process-local state (the cancel scopes of running requests) hangs off
+the session object; a shared store for several processes comes with the Redis
+backend.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from typing import Any, final
+
+
+def new_session_id() -> str:
+    """128 random bits as 32 hex digits: visible ASCII, unguessable."""
+    return secrets.token_hex(16)
+
+
+@final
+class Session:
+    __slots__ = (
+        "id",
+        "principal",
+        "protocol_version",
+        "client_capabilities",
+        "client_info",
+        "log_level",
+        "subscriptions",
+        "in_flight",
+        "active_requests",
+        "last_active",
+    )
+
+    def __init__(
+        self,
+        id: str,
+        principal: object,
+        protocol_version: str,
+        client_capabilities: dict[str, Any],
+        client_info: dict[str, Any],
+        now: float,
+    ) -> None:
+        self.id = id
+        self.principal = principal
+        self.protocol_version = protocol_version
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        #: The level set by ``logging/setLevel``; None sends everything.
+        self.log_level: str | None = None
+        #: Resource URIs the client subscribed to.
+        self.subscriptions: set[str] = set()
+        #: Running requests by JSON-RPC id: their cancel scopes.
+        self.in_flight: dict[str | int, Any] = {}
+        self.active_requests = 0
+        self.last_active = now
+
+    def __repr__(self) -> str:
+        return f"<Session {self.id[:8]}… {self.protocol_version}>"
+
+
+class SessionsFull(Exception):
+    """The session table is at its bound and nothing in it has expired."""
+
+
+@final
+class SessionTable:
+    """The sessions of one process, bounded in number, expiring when idle.
+
+    Time spent inside a running request does not count as idle: a session
+    with active requests never expires.
+    """
+
+    __slots__ = ("_sessions", "max_sessions", "idle_timeout_s", "_new_id")
+
+    def __init__(
+        self,
+        max_sessions: int,
+        idle_timeout_s: float,
+        new_id: Callable[[], str] = new_session_id,
+    ) -> None:
+        self._sessions: dict[str, Session] = {}
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self._new_id = new_id
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def create(
+        self,
+        principal: object,
+        protocol_version: str,
+        client_capabilities: dict[str, Any],
+        client_info: dict[str, Any],
+        now: float,
+    ) -> Session:
+        if len(self._sessions) >= self.max_sessions:
+            self.expire(now)
+            if len(self._sessions) >= self.max_sessions:
+                raise SessionsFull
+        session_id = self._new_id()
+        while session_id in self._sessions:  # pragma: no cover - 2**-128
+            session_id = self._new_id()
+        session = Session(
+            session_id, principal, protocol_version, client_capabilities, client_info, now
+        )
+        self._sessions[session_id] = session
+        return session
+
+    def get(self, session_id: str, now: float) -> Session | None:
+        """The live session with this id, or None (unknown, ended or expired)."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        if self._expired(session, now):
+            del self._sessions[session_id]
+            return None
+        session.last_active = now
+        return session
+
+    def delete(self, session_id: str) -> Session | None:
+        return self._sessions.pop(session_id, None)
+
+    def expire(self, now: float) -> list[Session]:
+        """Drop every expired session; returns them."""
+        gone = [s for s in self._sessions.values() if self._expired(s, now)]
+        for session in gone:
+            del self._sessions[session.id]
+        return gone
+
+    def _expired(self, session: Session, now: float) -> bool:
+        return session.active_requests == 0 and now - session.last_active > self.idle_timeout_s
+
+    @staticmethod
+    def begin_request(session: Session) -> None:
+        session.active_requests += 1
+
+    @staticmethod
+    def end_request(session: Session, now: float) -> None:
+        session.active_requests -= 1
+        session.last_active = now

@@ -1,0 +1,605 @@
+"""The Streamable HTTP endpoint for the 2025 revisions, on the HTTP core.
+
+`MCPEndpoint` is an HTTP handler: it checks what the transport rules ask of a
+request (path, Origin/Host, Accept, Content-Type, authentication, session,
+protocol version), decodes the JSON-RPC body and dispatches each request to
+the application. A request is answered with one JSON object unless its
+handler emits a notification (progress, a log message) before it returns;
+then the answer becomes an SSE stream carrying those notifications and, last,
+the response. Statuses are all decided before the first byte is written.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import trio
+
+from .._app import (
+    LOG_LEVELS,
+    Context,
+    Server,
+    ToolError,
+    prompt_messages,
+    resource_contents,
+    tool_result,
+)
+from .._config import MCPConfig
+from .._errors import MCPError
+from .._http11 import DeferredResponse, Headers, Request, Response
+from .._json import dumps
+from .._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+    Invalid,
+    Notification,
+    decode_body,
+    error_message,
+)
+from .._jsonrpc import Request as RPCRequest
+from .._jsonrpc import Response as RPCResponse
+from .._sessions import Session, SessionsFull, SessionTable
+from .._speedups import format_event
+from .._streamable import (
+    JSON,
+    SSE,
+    accepts,
+    host_allowed,
+    is_json_content_type,
+    origin_allowed,
+)
+from .._versions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS, at_least, negotiate
+from ._server import HTTPServer, run, serve
+
+logger = logging.getLogger("trio_mcp.endpoint")
+
+#: ``authenticate(request)`` returns the principal, or None to answer 401.
+Authenticator = Callable[[Request], Awaitable[object | None]]
+
+_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+_MESSAGE: Final = b"message"
+_ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
+_LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class _Reject(Exception):
+    """Answer the HTTP request with `status` and an id-less JSON-RPC error."""
+
+    def __init__(self, status: int, code: int, message: str, headers: Headers | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers or []
+
+
+def _error_response(
+    status: int, code: int, message: str, headers: Headers | None = None
+) -> Response:
+    body = dumps(error_message(None, MCPError(code, message)))
+    return Response(status, _JSON_HEADERS + (headers or []), body)
+
+
+class MCPEndpoint:
+    """Serves an MCP `Server` application at ``config.path`` (an HTTP handler)."""
+
+    def __init__(
+        self,
+        app: Server,
+        config: MCPConfig | None = None,
+        *,
+        authenticate: Authenticator | None = None,
+    ) -> None:
+        self.app = app
+        self.config = config = config or MCPConfig()
+        self.authenticate = authenticate
+        self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
+        self._paths = frozenset({config.path, config.path + "/"})
+        self._loopback = config.http.host in _LOOPBACK_BINDS
+        self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in config.allowed_origins)
+        self._hosts = frozenset(h.encode().lower() for h in config.allowed_hosts)
+        self._methods: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
+            "ping": self._ping,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._resource_templates_list,
+            "resources/read": self._resources_read,
+            "resources/subscribe": self._resources_subscribe,
+            "resources/unsubscribe": self._resources_unsubscribe,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "logging/setLevel": self._logging_set_level,
+            "completion/complete": self._completion_complete,
+        }
+
+    # ---- HTTP --------------------------------------------------------------
+
+    async def __call__(self, request: Request) -> Response | DeferredResponse:
+        if request.path not in self._paths:
+            return Response(404, [(b"content-type", b"text/plain")], b"not found\n")
+        try:
+            self._check_origin(request)
+            method = request.method
+            if method == "POST":
+                return await self._post(request)
+            if method == "DELETE":
+                return await self._delete(request)
+            if method == "OPTIONS":
+                return Response(204, [(b"allow", _ALLOW)])
+            if method == "GET":
+                # The standalone event stream comes with server-initiated traffic.
+                return Response(405, [(b"allow", b"POST, DELETE, OPTIONS")])
+            return Response(405, [(b"allow", _ALLOW)])
+        except _Reject as reject:
+            return _error_response(reject.status, reject.code, reject.message, reject.headers)
+
+    def _check_origin(self, request: Request) -> None:
+        if not host_allowed(request.singles.get(b"host"), self._hosts, self._loopback):
+            raise _Reject(403, INVALID_REQUEST, "Forbidden: Host not allowed")
+        origin = request.singles.get(b"origin")
+        if origin is not None and not origin_allowed(origin, self._origins, self._loopback):
+            raise _Reject(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+
+    async def _principal(self, request: Request) -> object:
+        if self.authenticate is None:
+            return None
+        principal = await self.authenticate(request)
+        if principal is None:
+            raise _Reject(401, INVALID_REQUEST, "Unauthorized", [(b"www-authenticate", b"Bearer")])
+        return principal
+
+    def _session_for(self, request: Request, principal: object) -> Session | None:
+        raw = request.singles.get(b"mcp-session-id")
+        if raw is None:
+            return None
+        session = self.sessions.get(raw.decode("latin-1"), trio.current_time())
+        if session is None:
+            raise _Reject(404, INVALID_REQUEST, "Session not found: initialize a new session")
+        if session.principal != principal:
+            raise _Reject(
+                403, INVALID_REQUEST, "Forbidden: the session belongs to another principal"
+            )
+        header = request.singles.get(b"mcp-protocol-version")
+        if header is not None and header.decode("latin-1") != session.protocol_version:
+            raise _Reject(
+                400, INVALID_REQUEST, "Bad Request: MCP-Protocol-Version differs from the session's"
+            )
+        return session
+
+    async def _post(self, request: Request) -> Response | DeferredResponse:
+        accept = request.header_values(b"accept")
+        if not (accepts(accept, JSON) and accepts(accept, SSE)):
+            raise _Reject(
+                406,
+                INVALID_REQUEST,
+                "Not Acceptable: Accept must allow application/json and text/event-stream",
+            )
+        if not is_json_content_type(request.singles.get(b"content-type")):
+            raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
+        principal = await self._principal(request)
+        header = request.singles.get(b"mcp-protocol-version")
+        if header is not None and header.decode("latin-1") not in LEGACY_VERSIONS:
+            raise _Reject(400, INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version")
+        session = self._session_for(request, principal)
+        if session is not None:
+            version = session.protocol_version
+        elif header is not None:
+            version = header.decode("latin-1")
+        else:
+            version = HEADERLESS_VERSION
+        try:
+            messages, batch = decode_body(request.body, allow_batch=version == BATCH_VERSION)
+        except MCPError as exc:
+            raise _Reject(400, exc.code, exc.message) from None
+        requests = [m for m in messages if type(m) is RPCRequest]
+        if session is None:
+            initializing = len(messages) == 1 and requests and requests[0].method == "initialize"
+            if not initializing and not self.config.stateless:
+                raise _Reject(
+                    400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
+                )
+        for message in messages:
+            if type(message) is Notification:
+                self._notification(message, session)
+            elif type(message) is RPCResponse:
+                pass  # answers to server-initiated requests arrive with streams
+        if not requests and not any(type(m) is Invalid for m in messages):
+            return Response(202)
+        if not requests and not batch:
+            invalid = messages[0]
+            assert isinstance(invalid, Invalid)
+            raise _Reject(400, invalid.error.code, invalid.error.message)
+        if len(requests) == 1 and requests[0].method == "initialize":
+            return self._initialize(request, requests[0], principal, batch)
+        return DeferredResponse(
+            functools.partial(self._respond, request, session, version, messages, batch, principal)
+        )
+
+    async def _delete(self, request: Request) -> Response:
+        principal = await self._principal(request)
+        session = self._session_for(request, principal)
+        if session is None:
+            raise _Reject(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
+        self.sessions.delete(session.id)
+        for scope in session.in_flight.values():
+            scope.cancel()
+        return Response(200)
+
+    # ---- initialize --------------------------------------------------------
+
+    def _initialize(
+        self, request: Request, message: RPCRequest, principal: object, batch: bool
+    ) -> Response:
+        if batch:
+            body = dumps(
+                [
+                    error_message(
+                        message.id, MCPError(INVALID_REQUEST, "initialize can't be batched")
+                    )
+                ]
+            )
+            return Response(200, _JSON_HEADERS, body)
+        params = message.params
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
+            body = dumps(
+                error_message(
+                    message.id,
+                    MCPError(
+                        INVALID_PARAMS, "Invalid params: capabilities and clientInfo are required"
+                    ),
+                )
+            )
+            return Response(200, _JSON_HEADERS, body)
+        version = negotiate(params.get("protocolVersion"))
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": self.app.capabilities(),
+            "serverInfo": self._server_info(),
+        }
+        if self.app.instructions is not None:
+            result["instructions"] = self.app.instructions
+        headers = list(_JSON_HEADERS)
+        if not self.config.stateless:
+            try:
+                session = self.sessions.create(
+                    principal, version, capabilities, client_info, trio.current_time()
+                )
+            except SessionsFull:
+                return _error_response(
+                    503,
+                    INTERNAL_ERROR,
+                    "Service Unavailable: too many sessions",
+                    [(b"retry-after", b"5")],
+                )
+            headers.append((b"mcp-session-id", session.id.encode("ascii")))
+        body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
+        return Response(200, headers, body)
+
+    def _server_info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"name": self.app.name, "version": self.app.version}
+        if self.app.title is not None:
+            info["title"] = self.app.title
+        return info
+
+    # ---- notifications -----------------------------------------------------
+
+    def _notification(self, message: Notification, session: Session | None) -> None:
+        if message.method == "notifications/cancelled" and session is not None:
+            scope = session.in_flight.get(message.params.get("requestId"))  # type: ignore[arg-type]
+            if scope is not None:
+                scope.cancel()
+
+    # ---- requests ----------------------------------------------------------
+
+    async def _respond(
+        self,
+        request: Request,
+        session: Session | None,
+        version: str,
+        messages: list[Any],
+        batch: bool,
+        principal: object,
+        writer: Any,
+    ) -> None:
+        """Answer the requests of one POST (a DeferredResponse's body)."""
+        json_only = self.config.json_response_only
+
+        async def emit(data: bytes) -> None:
+            if json_only:
+                return
+            if not writer.started:
+                await writer.start(200, _SSE_HEADERS)
+            await writer.send(format_event(data, event=_MESSAGE))
+
+        answers: list[dict[str, Any]] = []
+        for message in messages:
+            if type(message) is Invalid:
+                answers.append(error_message(message.id, message.error))
+            elif type(message) is RPCRequest:
+                answer = await self._answer(message, request, session, version, principal, emit)
+                if answer is not None:
+                    answers.append(answer)
+        if not answers:
+            if writer.started:
+                await writer.end()
+            else:
+                await writer.respond(Response(202))
+            return
+        body = dumps(answers if batch else answers[0])
+        if writer.started:
+            await writer.send(format_event(body, event=_MESSAGE))
+            await writer.end()
+        else:
+            await writer.respond(Response(200, _JSON_HEADERS, body))
+
+    async def _answer(
+        self,
+        message: RPCRequest,
+        request: Request,
+        session: Session | None,
+        version: str,
+        principal: object,
+        emit: Callable[[bytes], Awaitable[None]],
+    ) -> dict[str, Any] | None:
+        """The response to one request; None when it was cancelled."""
+        handler = self._methods.get(message.method)
+        if handler is None:
+            if message.method == "initialize":
+                error = MCPError(INVALID_REQUEST, "Invalid request: already initialized")
+            else:
+                error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+            return error_message(message.id, error)
+        in_flight = session.in_flight if session is not None else {}
+        if message.id in in_flight:
+            return error_message(
+                message.id,
+                MCPError(
+                    INVALID_REQUEST, "Invalid request: this id is in use by a running request"
+                ),
+            )
+        meta = message.params.get("_meta")
+        progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+        with trio.CancelScope() as scope:
+            ctx = Context(
+                request_id=message.id,
+                session_id=session.id if session is not None else None,
+                principal=principal,
+                headers=request.headers,
+                protocol_version=version,
+                client_capabilities=session.client_capabilities if session is not None else {},
+                progress_token=progress_token,
+                emit=emit,
+                log_level=session.log_level if session is not None else None,
+                cancel_scope=scope,
+            )
+            in_flight[message.id] = scope
+            if session is not None:
+                self.sessions.begin_request(session)
+            try:
+                result = await handler(message.params, ctx, session, version)
+                return {"jsonrpc": "2.0", "id": message.id, "result": result}
+            except MCPError as exc:
+                return error_message(message.id, exc)
+            except Exception:
+                logger.exception("%s failed", message.method)
+                return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
+            finally:
+                del in_flight[message.id]
+                if session is not None:
+                    self.sessions.end_request(session, trio.current_time())
+        return None  # cancelled: the client no longer wants an answer
+
+    async def _call(self, fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
+        if is_async:
+            return await fn(**kwargs)
+        # Sync handlers run in a worker thread so they never block the server.
+        return await trio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+    # ---- methods -----------------------------------------------------------
+
+    async def _ping(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return {}
+
+    def _page(
+        self, items: list[dict[str, Any]], params: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        start = _decode_cursor(params.get("cursor"))
+        end = start + self.app.page_size
+        result: dict[str, Any] = {key: items[start:end]}
+        if end < len(items):
+            result["nextCursor"] = _encode_cursor(end)
+        return result
+
+    async def _tools_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return self._page([t.listing for t in self.app.tools.values()], params, "tools")
+
+    async def _tools_call(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        name = params.get("name")
+        tool = self.app.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = params.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+        problem = (
+            tool.validate(arguments)
+            if isinstance(arguments, dict)
+            else "arguments must be an object"
+        )
+        if problem is not None:
+            message = f"Invalid arguments for tool {tool.name}: {problem}"
+            if at_least(version, "2025-11-25"):
+                return {"content": [{"type": "text", "text": message}], "isError": True}
+            raise MCPError(INVALID_PARAMS, message)
+        kwargs = {k: v for k, v in arguments.items() if k in tool.param_names}
+        if tool.context_param is not None:
+            kwargs[tool.context_param] = ctx
+        try:
+            value = await self._call(tool.fn, tool.is_async, kwargs)
+        except (MCPError, trio.Cancelled):
+            raise
+        except ToolError as exc:
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        except Exception:
+            logger.exception("tool %s failed", tool.name)
+            return {
+                "content": [{"type": "text", "text": f"Tool {tool.name} failed"}],
+                "isError": True,
+            }
+        return tool_result(tool, value)
+
+    async def _resources_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return self._page([r.listing for r in self.app.resources.values()], params, "resources")
+
+    async def _resource_templates_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        listings = [t.listing for t in self.app.resource_templates.values()]
+        return self._page(listings, params, "resourceTemplates")
+
+    async def _resources_read(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise MCPError(INVALID_PARAMS, "Invalid params: uri must be a string")
+        resource = self.app.resources.get(uri)
+        if resource is not None:
+            kwargs: dict[str, Any] = {}
+            if resource.context_param is not None:
+                kwargs[resource.context_param] = ctx
+            value = await self._call(resource.fn, resource.is_async, kwargs)
+            return {"contents": resource_contents(uri, resource.mime_type, value)}
+        for template in self.app.resource_templates.values():
+            match = template.pattern.fullmatch(uri)
+            if match is not None:
+                kwargs = dict(match.groupdict())
+                if template.context_param is not None:
+                    kwargs[template.context_param] = ctx
+                value = await self._call(template.fn, template.is_async, kwargs)
+                return {"contents": resource_contents(uri, template.mime_type, value)}
+        raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+
+    async def _resources_subscribe(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise MCPError(INVALID_PARAMS, "Invalid params: uri must be a string")
+        if session is not None:
+            session.subscriptions.add(uri)
+        return {}
+
+    async def _resources_unsubscribe(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise MCPError(INVALID_PARAMS, "Invalid params: uri must be a string")
+        if session is not None:
+            session.subscriptions.discard(uri)
+        return {}
+
+    async def _prompts_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return self._page([p.listing for p in self.app.prompts.values()], params, "prompts")
+
+    async def _prompts_get(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        name = params.get("name")
+        prompt = self.app.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise MCPError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        missing = sorted(prompt.required - arguments.keys())
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"Missing required arguments: {', '.join(missing)}")
+        kwargs = {k: v for k, v in arguments.items() if k in prompt.param_names}
+        if prompt.context_param is not None:
+            kwargs[prompt.context_param] = ctx
+        value = await self._call(prompt.fn, prompt.is_async, kwargs)
+        result: dict[str, Any] = {"messages": prompt_messages(value)}
+        description = prompt.listing.get("description")
+        if description is not None:
+            result["description"] = description
+        return result
+
+    async def _logging_set_level(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise MCPError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+        if session is not None:
+            session.log_level = level
+        return {}
+
+    async def _completion_complete(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return {"completion": {"values": [], "hasMore": False}}
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(b"o:%d" % offset).decode("ascii")
+
+
+def _decode_cursor(cursor: object) -> int:
+    if cursor is None:
+        return 0
+    if isinstance(cursor, str):
+        try:
+            raw = base64.urlsafe_b64decode(cursor.encode("ascii"))
+            if raw.startswith(b"o:") and raw[2:].isdigit():
+                return int(raw[2:])
+        except (ValueError, UnicodeEncodeError):
+            pass
+    raise MCPError(INVALID_PARAMS, "Invalid params: bad cursor")
+
+
+async def serve_mcp(
+    app: Server,
+    config: MCPConfig | None = None,
+    *,
+    authenticate: Authenticator | None = None,
+    task_status: trio.TaskStatus[HTTPServer] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve `app` over Streamable HTTP until the server is shut down (see `serve`)."""
+    config = config or MCPConfig()
+    endpoint = MCPEndpoint(app, config, authenticate=authenticate)
+    await serve(endpoint, config.http, task_status=task_status)
+
+
+def run_mcp(
+    app: Server, config: MCPConfig | None = None, *, authenticate: Authenticator | None = None
+) -> None:
+    """Serve `app` from a script; SIGINT or SIGTERM drains gracefully."""
+    config = config or MCPConfig()
+    run(MCPEndpoint(app, config, authenticate=authenticate), config.http)

@@ -1,0 +1,74 @@
+"""Drive a trio-mcp server with the official Python SDK client (legacy session mode).
+
+    python python_sdk_client.py URL
+
+Runs under the interpreter that has `mcp` installed; prints one JSON object
+with what it saw, for the test to check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+
+async def main(url: str) -> dict[str, object]:
+    seen: dict[str, object] = {}
+    progress: list[list[float | None]] = []
+    logs: list[object] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append([value, total])
+
+    async def on_log(params: object) -> None:
+        logs.append(getattr(params, "data", None))
+
+    async with streamable_http_client(url) as streams:
+        read, write = streams[0], streams[1]
+        async with ClientSession(read, write, logging_callback=on_log) as session:
+            init = await session.initialize()
+            seen["protocol_version"] = init.protocol_version
+            seen["server_name"] = init.server_info.name
+            tools = await session.list_tools()
+            seen["tools"] = sorted(t.name for t in tools.tools)
+            echo = await session.call_tool("echo", {"text": "hello"})
+            seen["echo"] = [c.text for c in echo.content]
+            added = await session.call_tool("add", {"a": 2, "b": 40})
+            seen["add"] = added.structured_content
+            with_progress = await session.call_tool(
+                "test_tool_with_progress", {}, progress_callback=on_progress
+            )
+            seen["progress_result"] = [c.text for c in with_progress.content]
+            seen["progress"] = progress
+            failing = await session.call_tool("test_error_handling", {})
+            seen["error_is_error"] = failing.is_error
+            bad_args = await session.call_tool("echo", {"text": 5})
+            seen["bad_args_is_error"] = bad_args.is_error
+            logged = await session.call_tool("test_tool_with_logging", {})
+            seen["logging_result"] = [c.text for c in logged.content]
+            seen["logs"] = logs
+            resource = await session.read_resource("test://static-text")
+            seen["static_text"] = [c.text for c in resource.contents]
+            templated = await session.read_resource("test://template/42/data")
+            seen["template"] = json.loads(templated.contents[0].text)
+            resources = await session.list_resources()
+            seen["resources"] = [str(r.uri) for r in resources.resources]
+            templates = await session.list_resource_templates()
+            seen["templates"] = [t.uri_template for t in templates.resource_templates]
+            prompt = await session.get_prompt(
+                "test_prompt_with_arguments", {"arg1": "a", "arg2": "b"}
+            )
+            seen["prompt"] = [m.content.text for m in prompt.messages]
+            prompts = await session.list_prompts()
+            seen["prompts"] = sorted(p.name for p in prompts.prompts)
+            await session.send_ping()
+            seen["ping"] = True
+    return seen
+
+
+if __name__ == "__main__":
+    print(json.dumps(asyncio.run(main(sys.argv[1]))))
