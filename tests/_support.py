@@ -144,3 +144,62 @@ async def still_serving(port: int) -> None:
         assert (reply.status, reply.body) == (200, b'{"still":"serving"}')
     finally:
         await client.stream.aclose()
+
+
+# ---- MCP over raw HTTP ------------------------------------------------------
+
+MCP_ACCEPT = b"application/json, text/event-stream"
+
+
+def mcp_post(
+    body: bytes | dict | list,
+    *,
+    session: str | None = None,
+    version: str | None = None,
+    accept: bytes | None = MCP_ACCEPT,
+    content_type: bytes | None = b"application/json",
+    extra: list[tuple[bytes, bytes]] | None = None,
+    path: bytes = b"/mcp",
+) -> bytes:
+    """The bytes of a POST to the MCP endpoint."""
+    import orjson
+
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    lines = [b"POST " + path + b" HTTP/1.1", b"Host: 127.0.0.1"]
+    if accept is not None:
+        lines.append(b"Accept: " + accept)
+    if content_type is not None:
+        lines.append(b"Content-Type: " + content_type)
+    if session is not None:
+        lines.append(b"Mcp-Session-Id: " + session.encode())
+    if version is not None:
+        lines.append(b"MCP-Protocol-Version: " + version.encode())
+    for name, value in extra or []:
+        lines.append(name + b": " + value)
+    lines.append(b"Content-Length: %d" % len(data))
+    return b"\r\n".join(lines) + b"\r\n\r\n" + data
+
+
+def sse_messages(body: bytes) -> list[object]:
+    """The JSON data of each event in an SSE body."""
+    import orjson
+
+    messages = []
+    for event in body.split(b"\n\n"):
+        data = [line[6:] for line in event.split(b"\n") if line.startswith(b"data: ")]
+        if data:
+            messages.append(orjson.loads(b"\n".join(data)))
+    return messages
+
+
+def initialize_body(version: str = "2025-11-25", id: int = 1) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }

@@ -222,7 +222,7 @@ class MCPEndpoint:
             invalid = messages[0]
             assert isinstance(invalid, Invalid)
             raise _Reject(400, invalid.error.code, invalid.error.message)
-        if len(requests) == 1 and requests[0].method == "initialize":
+        if session is None and len(requests) == 1 and requests[0].method == "initialize":
             return self._initialize(request, requests[0], principal, batch)
         return DeferredResponse(
             functools.partial(self._respond, request, session, version, messages, batch, principal)
