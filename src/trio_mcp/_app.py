@@ -270,14 +270,15 @@ class Server:
         if tool_name in self.tools:
             raise LocalProtocolError(f"a tool named {tool_name!r} is already registered")
         context_param = _context_param(fn)
-        derived, names = signature_schema(fn, skip=_is_context)
-        schema = input_schema if input_schema is not None else derived
+        if input_schema is None:
+            schema, names = signature_schema(fn, skip=_is_context)
+        else:
+            schema = input_schema
+            names = list(input_schema.get("properties", {}))
         if schema.get("type") != "object":
             raise LocalProtocolError(
                 f"tool {tool_name!r}: the input schema must be an object schema"
             )
-        if input_schema is not None:
-            names = list(input_schema.get("properties", {}))
         wrap_result = False
         if output_schema is None:
             output_schema, wrap_result = _output_schema(fn)

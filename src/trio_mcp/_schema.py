@@ -46,8 +46,6 @@ def schema_for(hint: Any) -> JSONSchema:
         for extra in extras:
             if isinstance(extra, str):
                 schema["description"] = extra
-            elif isinstance(extra, Mapping):
-                schema.update(extra)  # extra JSON Schema keywords, e.g. {"minimum": 0}
         return schema
     if origin is Union or origin is types.UnionType:
         options = [schema_for(arg) for arg in get_args(hint)]

@@ -1,0 +1,66 @@
+"""The session table: bounded, expiring when idle, never while a request runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from trio_mcp._sessions import SessionsFull, SessionTable, new_session_id
+
+
+def table(max_sessions: int = 3, idle: float = 100.0) -> SessionTable:
+    counter = itertools.count()
+    return SessionTable(max_sessions, idle, new_id=lambda: f"s{next(counter)}")
+
+
+def test_create_and_get() -> None:
+    sessions = table()
+    session = sessions.create("alice", "2025-11-25", {"roots": {}}, {"name": "c"}, now=0)
+    assert sessions.get(session.id, now=1) is session
+    assert (session.principal, session.protocol_version) == ("alice", "2025-11-25")
+    assert sessions.get("unknown", now=1) is None
+
+
+def test_idle_sessions_expire() -> None:
+    sessions = table(idle=100)
+    session = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    assert sessions.get(session.id, now=99) is session  # use renews it
+    assert sessions.get(session.id, now=198) is session
+    assert sessions.get(session.id, now=299) is None
+
+
+def test_time_inside_a_request_does_not_count() -> None:
+    sessions = table(idle=100)
+    session = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    sessions.begin_request(session)
+    assert sessions.expire(now=10_000) == []
+    sessions.end_request(session, now=10_000)
+    assert sessions.get(session.id, now=10_050) is session
+    assert sessions.expire(now=10_151) == [session]
+
+
+def test_full_table_makes_room_from_expired_sessions_only() -> None:
+    sessions = table(max_sessions=2, idle=100)
+    first = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    sessions.create(None, "2025-11-25", {}, {}, now=50)
+    with pytest.raises(SessionsFull):
+        sessions.create(None, "2025-11-25", {}, {}, now=60)
+    third = sessions.create(None, "2025-11-25", {}, {}, now=120)  # the first has expired
+    assert sessions.get(first.id, now=120) is None
+    assert sessions.get(third.id, now=120) is third
+    assert len(sessions) == 2
+
+
+def test_delete() -> None:
+    sessions = table()
+    session = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    assert sessions.delete(session.id) is session
+    assert sessions.get(session.id, now=0) is None
+    assert sessions.delete(session.id) is None
+
+
+def test_default_ids_are_random_visible_ascii() -> None:
+    ids = {new_session_id() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(len(i) == 32 and all(0x21 <= ord(c) <= 0x7E for c in i) for i in ids)
