@@ -25,6 +25,7 @@ from trio_mcp import (
     embedded_text,
     image_content,
     run_mcp,
+    text_content,
 )
 
 # A 1x1 red PNG and a tiny WAV, as the conformance scenarios expect images and audio.
@@ -100,6 +101,49 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@server.tool()
+async def test_multiple_content_types() -> list[Content]:
+    """Return text, an image and an embedded resource."""
+    return [
+        text_content("Multiple content types test:"),
+        image_content(PNG, "image/png"),
+        embedded_text(
+            "test://mixed-content-resource", '{"test":"data","value":123}', "application/json"
+        ),
+    ]
+
+
+# A tool whose input schema uses JSON Schema 2020-12 keywords, given verbatim.
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@server.tool(description="Tool with JSON Schema 2020-12 features", input_schema=JSON_SCHEMA_2020_12)
+async def json_schema_2020_12_tool(**arguments: object) -> str:
+    return "ok"
+
+
 @server.resource("test://static-text", mime_type="text/plain")
 async def static_text() -> str:
     """A static text resource."""
@@ -110,6 +154,18 @@ async def static_text() -> str:
 async def template_data(id: str) -> str:
     """A resource template with one parameter."""
     return f'{{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}}'
+
+
+@server.resource("test://static-binary", mime_type="image/png")
+async def static_binary() -> bytes:
+    """A static binary resource (a PNG image)."""
+    return PNG
+
+
+@server.resource("test://watched-resource", mime_type="text/plain")
+async def watched_resource() -> str:
+    """A resource clients may subscribe to."""
+    return "Watched resource content"
 
 
 @server.prompt()
@@ -124,6 +180,32 @@ async def test_prompt_with_arguments(
 ) -> str:
     """A prompt with two arguments."""
     return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@server.prompt()
+async def test_prompt_with_embedded_resource(
+    resourceUri: Annotated[str, "URI of the resource to embed"],
+) -> list[object]:
+    """A prompt that embeds a resource."""
+    return [
+        embedded_text(resourceUri, "Embedded resource content for testing."),
+        "Please process the embedded resource above.",
+    ]
+
+
+@server.prompt()
+async def test_prompt_with_image() -> list[object]:
+    """A prompt with an image."""
+    return [image_content(PNG, "image/png"), "Please analyze the image above."]
+
+
+@server.completion()
+async def complete(
+    ref: dict[str, str], argument: dict[str, str], context_arguments: dict[str, str]
+) -> list[str]:
+    """Suggest values for prompt arguments."""
+    candidates = ["paris", "park", "party", "python", "pytest"]
+    return [c for c in candidates if c.startswith(argument.get("value", ""))]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -217,6 +217,8 @@ class Server:
         self.resources: dict[str, Resource] = {}
         self.resource_templates: dict[str, ResourceTemplate] = {}
         self.prompts: dict[str, Prompt] = {}
+        #: The ``completion/complete`` handler, if one is registered.
+        self.completer: Callable[..., Any] | None = None
 
     # ---- tools ------------------------------------------------------------
 
@@ -427,6 +429,24 @@ class Server:
         self.prompts[prompt_name] = prompt
         return prompt
 
+    # ---- completions ------------------------------------------------------
+
+    def completion(self) -> Callable[[F], F]:
+        """Register the decorated function as the ``completion/complete`` handler.
+
+        It is called as ``fn(ref, argument, context_arguments)`` with the
+        request's ``ref`` (``{"type": "ref/prompt", "name": ...}`` or
+        ``{"type": "ref/resource", "uri": ...}``), ``argument`` (``name`` and
+        ``value``) and the other arguments already given (a dict), and returns
+        the suggested values (at most 100 are sent).
+        """
+
+        def register(fn: F) -> F:
+            self.completer = fn
+            return fn
+
+        return register
+
     # ---- what initialize announces ----------------------------------------
 
     def capabilities(self) -> dict[str, Any]:
@@ -438,6 +458,8 @@ class Server:
             caps["resources"] = {"subscribe": True, "listChanged": True}
         if self.prompts:
             caps["prompts"] = {"listChanged": True}
+        if self.completer is not None:
+            caps["completions"] = {}
         return caps
 
 

@@ -74,7 +74,13 @@ async def test_initialize_negotiates_the_version(mcp: MCP, offered: str, answere
     result = (await mcp.initialize(offered))["result"]
     assert result["protocolVersion"] == answered
     assert result["serverInfo"] == {"name": "trio-mcp-everything", "version": "0.1.0"}
-    assert set(result["capabilities"]) == {"logging", "tools", "resources", "prompts"}
+    assert set(result["capabilities"]) == {
+        "logging",
+        "tools",
+        "resources",
+        "prompts",
+        "completions",
+    }
     assert "instructions" in result
 
 
@@ -500,14 +506,15 @@ async def test_pagination_with_opaque_cursors(start_mcp) -> None:
 async def test_resources(mcp: MCP) -> None:
     await mcp.initialize()
     listed = (await mcp.call("resources/list"))["result"]["resources"]
-    assert listed == [
-        {
-            "uri": "test://static-text",
-            "name": "static_text",
-            "description": "A static text resource.",
-            "mimeType": "text/plain",
-        }
-    ]
+    assert listed[0] == {
+        "uri": "test://static-text",
+        "name": "static_text",
+        "description": "A static text resource.",
+        "mimeType": "text/plain",
+    }
+    binary = (await mcp.call("resources/read", {"uri": "test://static-binary"}))["result"]
+    assert binary["contents"][0]["mimeType"] == "image/png"
+    assert binary["contents"][0]["blob"].startswith("iVBOR")
     read = (await mcp.call("resources/read", {"uri": "test://template/7/data"}))["result"]
     assert read["contents"][0]["uri"] == "test://template/7/data"
     assert orjson.loads(read["contents"][0]["text"])["id"] == "7"

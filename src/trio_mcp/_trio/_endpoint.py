@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
@@ -564,7 +565,23 @@ class MCPEndpoint:
     async def _completion_complete(
         self, params: dict[str, Any], ctx: Context, session: Any, version: str
     ) -> dict[str, Any]:
-        return {"completion": {"values": [], "hasMore": False}}
+        completer = self.app.completer
+        if completer is None:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found: completion/complete")
+        ref, argument = params.get("ref"), params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise MCPError(INVALID_PARAMS, "Invalid params: ref and argument are required")
+        context = params.get("context")
+        given = context.get("arguments", {}) if isinstance(context, dict) else {}
+        kwargs = {"ref": ref, "argument": argument, "context_arguments": given}
+        values = list(await self._call(completer, inspect.iscoroutinefunction(completer), kwargs))
+        return {
+            "completion": {
+                "values": values[:100],
+                "total": len(values),
+                "hasMore": len(values) > 100,
+            }
+        }
 
 
 def _encode_cursor(offset: int) -> str:

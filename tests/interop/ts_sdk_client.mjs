@@ -1,0 +1,42 @@
+// Drive a trio-mcp server with the official TypeScript SDK client (v1).
+//   node ts_sdk_client.mjs SDK_DIR URL
+// SDK_DIR holds node_modules/@modelcontextprotocol/sdk; prints one JSON object.
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [sdkDir, url] = process.argv.slice(2);
+const esm = (p) =>
+  import(pathToFileURL(join(sdkDir, "node_modules/@modelcontextprotocol/sdk/dist/esm", p)).href);
+const { Client } = await esm("client/index.js");
+const { StreamableHTTPClientTransport } = await esm("client/streamableHttp.js");
+
+const client = new Client({ name: "trio-mcp-interop", version: "1.0.0" });
+const transport = new StreamableHTTPClientTransport(new URL(url));
+await client.connect(transport);
+const seen = {};
+seen.server = client.getServerVersion();
+seen.sessionId = typeof transport.sessionId;
+seen.tools = (await client.listTools()).tools.map((t) => t.name).sort();
+seen.echo = (await client.callTool({ name: "echo", arguments: { text: "from node" } })).content;
+const progress = [];
+const withProgress = await client.callTool(
+  { name: "test_tool_with_progress", arguments: {} },
+  undefined,
+  { onprogress: (p) => progress.push([p.progress, p.total]) },
+);
+seen.progressResult = withProgress.content;
+seen.progress = progress;
+seen.add = (await client.callTool({ name: "add", arguments: { a: 20, b: 22 } })).structuredContent;
+seen.resource = (await client.readResource({ uri: "test://static-text" })).contents;
+seen.prompt = (
+  await client.getPrompt({ name: "test_prompt_with_arguments", arguments: { arg1: "x", arg2: "y" } })
+).messages;
+seen.completion = (
+  await client.complete({
+    ref: { type: "ref/prompt", name: "test_prompt_with_arguments" },
+    argument: { name: "arg1", value: "py" },
+  })
+).completion;
+await transport.terminateSession();
+await client.close();
+console.log(JSON.stringify(seen));
