@@ -617,3 +617,61 @@ async def test_mcp_error_from_a_tool_is_a_jsonrpc_error(start_mcp) -> None:
         await mcp.initialize()
         answer = await mcp.call("tools/call", {"name": "boom"})
         assert answer["error"] == {"code": -32042, "message": "deliberate", "data": {"why": "test"}}
+
+
+# ---- CORS ------------------------------------------------------------------------
+
+
+async def test_cors_preflight_is_answered_before_authentication(start_mcp) -> None:
+    async def deny(request):
+        return None
+
+    server = await start_mcp(authenticate=deny)
+    async with await connect(server.ports[0]) as client:
+        await client.send(
+            b"OPTIONS /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nOrigin: http://localhost:5173\r\n"
+            b"Access-Control-Request-Method: POST\r\n"
+            b"Access-Control-Request-Headers: content-type, mcp-session-id, Mcp-Param-Region\r\n\r\n"
+        )
+        reply = await client.read_reply()
+    assert reply.status == 204
+    assert reply.header(b"access-control-allow-origin") == b"http://localhost:5173"
+    allowed = reply.header(b"access-control-allow-headers").split(b", ")
+    for name in (
+        b"mcp-session-id",
+        b"mcp-protocol-version",
+        b"authorization",
+        b"last-event-id",
+        b"mcp-param-region",
+    ):
+        assert name in allowed
+    assert b"POST" in reply.header(b"access-control-allow-methods")
+
+
+async def test_cors_headers_on_answers_and_errors(mcp: MCP) -> None:
+    origin = [(b"Origin", b"http://localhost:5173")]
+    reply = await mcp.post(initialize_body(), extra=origin)
+    assert reply.header(b"access-control-allow-origin") == b"http://localhost:5173"
+    assert reply.header(b"access-control-expose-headers") == b"mcp-session-id"
+    error = await mcp.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        session="x" * 32,
+        version="2025-11-25",
+        extra=origin,
+    )
+    assert error.status == 404
+    assert error.header(b"access-control-allow-origin") == b"http://localhost:5173"
+    await mcp.initialize()
+    streamed = await mcp.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "test_tool_with_progress", "_meta": {"progressToken": 1}},
+        },
+        extra=origin,
+    )
+    assert streamed.header(b"content-type") == b"text/event-stream"
+    assert streamed.header(b"access-control-allow-origin") == b"http://localhost:5173"
+    plain = await mcp.post({"jsonrpc": "2.0", "id": 3, "method": "ping"})
+    assert plain.header(b"access-control-allow-origin") is None  # not a browser request

@@ -93,6 +93,43 @@ def _error_response(
     return Response(status, _JSON_HEADERS + (headers or []), body)
 
 
+#: Request headers a browser may send (besides the Mcp-Param-* family).
+_CORS_ALLOWED_HEADERS: Final = (
+    b"content-type, accept, authorization, mcp-protocol-version, mcp-session-id, "
+    b"last-event-id, mcp-method, mcp-name"
+)
+
+
+def _cors_headers(request: Request) -> Headers:
+    """CORS headers for a request from an allowed Origin (none for non-browser requests)."""
+    origin = request.singles.get(b"origin")
+    if origin is None:
+        return []
+    return [
+        (b"access-control-allow-origin", origin),
+        (b"access-control-expose-headers", b"mcp-session-id"),
+        (b"vary", b"origin"),
+    ]
+
+
+def _preflight_headers(request: Request) -> Headers:
+    """The answer to a CORS preflight: methods, headers (with any Mcp-Param-*), max age."""
+    allowed = _CORS_ALLOWED_HEADERS
+    requested = request.header(b"access-control-request-headers") or b""
+    params = [
+        name.strip().lower()
+        for name in requested.split(b",")
+        if name.strip().lower().startswith(b"mcp-param-")
+    ]
+    if params:
+        allowed = allowed + b", " + b", ".join(params)
+    return [
+        (b"access-control-allow-methods", _ALLOW),
+        (b"access-control-allow-headers", allowed),
+        (b"access-control-max-age", b"600"),
+    ]
+
+
 class MCPEndpoint:
     """Serves an MCP `Server` application at ``config.path`` (an HTTP handler)."""
 
@@ -133,19 +170,30 @@ class MCPEndpoint:
             return Response(404, [(b"content-type", b"text/plain")], b"not found\n")
         try:
             self._check_origin(request)
+        except _Reject as reject:
+            return _error_response(reject.status, reject.code, reject.message)
+        cors = _cors_headers(request)
+        try:
             method = request.method
             if method == "POST":
-                return await self._post(request)
-            if method == "DELETE":
-                return await self._delete(request)
-            if method == "OPTIONS":
-                return Response(204, [(b"allow", _ALLOW)])
-            if method == "GET":
+                response = await self._post(request, cors)
+            elif method == "DELETE":
+                response = await self._delete(request)
+            elif method == "OPTIONS":
+                if cors and request.header(b"access-control-request-method") is not None:
+                    # a CORS preflight: answered before (and without) authentication
+                    return Response(204, cors + _preflight_headers(request))
+                response = Response(204, [(b"allow", _ALLOW)])
+            elif method == "GET":
                 # The standalone event stream comes with server-initiated traffic.
-                return Response(405, [(b"allow", b"POST, DELETE, OPTIONS")])
-            return Response(405, [(b"allow", _ALLOW)])
+                response = Response(405, [(b"allow", b"POST, DELETE, OPTIONS")])
+            else:
+                response = Response(405, [(b"allow", _ALLOW)])
         except _Reject as reject:
-            return _error_response(reject.status, reject.code, reject.message, reject.headers)
+            response = _error_response(reject.status, reject.code, reject.message, reject.headers)
+        if cors and type(response) is Response:
+            response.headers = response.headers + cors
+        return response
 
     def _check_origin(self, request: Request) -> None:
         if not host_allowed(request.singles.get(b"host"), self._hosts, self._loopback):
@@ -180,7 +228,7 @@ class MCPEndpoint:
             )
         return session
 
-    async def _post(self, request: Request) -> Response | DeferredResponse:
+    async def _post(self, request: Request, cors: Headers) -> Response | DeferredResponse:
         accept = request.header_values(b"accept")
         if not (accepts(accept, JSON) and accepts(accept, SSE)):
             raise _Reject(
@@ -226,7 +274,9 @@ class MCPEndpoint:
         if session is None and len(requests) == 1 and requests[0].method == "initialize":
             return self._initialize(request, requests[0], principal, batch)
         return DeferredResponse(
-            functools.partial(self._respond, request, session, version, messages, batch, principal)
+            functools.partial(
+                self._respond, request, session, version, messages, batch, principal, cors
+            )
         )
 
     async def _delete(self, request: Request) -> Response:
@@ -315,6 +365,7 @@ class MCPEndpoint:
         messages: list[Any],
         batch: bool,
         principal: object,
+        cors: Headers,
         writer: Any,
     ) -> None:
         """Answer the requests of one POST (a DeferredResponse's body)."""
@@ -324,7 +375,7 @@ class MCPEndpoint:
             if json_only:
                 return
             if not writer.started:
-                await writer.start(200, _SSE_HEADERS)
+                await writer.start(200, _SSE_HEADERS + cors)
             await writer.send(format_event(data, event=_MESSAGE))
 
         answers: list[dict[str, Any]] = []
@@ -339,14 +390,14 @@ class MCPEndpoint:
             if writer.started:
                 await writer.end()
             else:
-                await writer.respond(Response(202))
+                await writer.respond(Response(202, cors))
             return
         body = dumps(answers if batch else answers[0])
         if writer.started:
             await writer.send(format_event(body, event=_MESSAGE))
             await writer.end()
         else:
-            await writer.respond(Response(200, _JSON_HEADERS, body))
+            await writer.respond(Response(200, _JSON_HEADERS + cors, body))
 
     async def _answer(
         self,
