@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,8 +148,16 @@ def server_command(
 
 
 def wrk_command(
-    port: int, *, threads: int, connections: int, duration: int, pin: bool
+    port: int,
+    *,
+    threads: int,
+    connections: int,
+    duration: int,
+    pin: bool,
+    lua: Path = LUA,
+    script_args: Sequence[str] = (),
 ) -> list[str]:
+    """wrk against /mcp on `port`; `script_args` go after ``--`` to the Lua init(args)."""
     cmd = [
         "wrk",
         f"-t{threads}",
@@ -158,9 +167,11 @@ def wrk_command(
         "--timeout",
         "5s",
         "-s",
-        str(LUA),
+        str(lua),
         f"http://127.0.0.1:{port}/mcp",
     ]
+    if script_args:
+        cmd += ["--", *script_args]
     if pin:
         cmd = ["taskset", "-c", WRK_CPU, *cmd]
     return cmd
@@ -351,7 +362,7 @@ def median_of(runs: list[Run]) -> dict[str, Any]:
     }
 
 
-def machine_info(use_ext: bool, pin: bool) -> dict[str, Any]:
+def machine_info(use_ext: bool, pin: bool, packages: Sequence[str] = PACKAGES) -> dict[str, Any]:
     from importlib import metadata
 
     cpu = "unknown"
@@ -363,7 +374,7 @@ def machine_info(use_ext: bool, pin: bool) -> dict[str, Any]:
     except OSError:
         pass
     versions: dict[str, str | None] = {}
-    for pkg in PACKAGES:
+    for pkg in packages:
         try:
             versions[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
