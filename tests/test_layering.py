@@ -65,6 +65,7 @@ def test_the_probe_would_catch_a_trio_import() -> None:
 def test_public_names() -> None:
     assert sorted(trio_mcp.__all__) == [
         "Authenticator",
+        "Authorizer",
         "Content",
         "Context",
         "DeferredResponse",

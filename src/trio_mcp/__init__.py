@@ -3,6 +3,7 @@
 The public names live here; every module behind them is private.
 """
 
+from ._app import Authorizer as Authorizer
 from ._app import Context as Context
 from ._app import Server as Server
 from ._app import ToolError as ToolError
@@ -40,6 +41,7 @@ from ._version import __version__ as __version__
 
 __all__ = [
     "Authenticator",
+    "Authorizer",
     "Content",
     "Context",
     "MCPConfig",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final, get_args, get_origin, get_type_hints
 
@@ -23,6 +24,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # MCP 2025-11-25 tool names: 1-128 of A-Z a-z 0-9 _ - .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+
+
+#: ``await authorize(principal, method, name) -> bool``: may this request run?
+Authorizer = Callable[[object, str, str | None], Awaitable[bool]]
 
 
 class ToolError(Exception):
@@ -48,6 +53,7 @@ class Context:
         "_emit",
         "_log_level",
         "_cancel_scope",
+        "lifespan",
     )
 
     def __init__(
@@ -63,6 +69,7 @@ class Context:
         emit: Callable[[bytes], Awaitable[None]],
         log_level: str | None,
         cancel_scope: Any,
+        lifespan: Any = None,
     ) -> None:
         self.request_id = request_id
         self.session_id = session_id
@@ -74,6 +81,8 @@ class Context:
         self._emit = emit
         self._log_level = log_level
         self._cancel_scope = cancel_scope
+        #: What the server's lifespan context manager yielded (None without one).
+        self.lifespan = lifespan
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -205,7 +214,22 @@ class Server:
         instructions: str | None = None,
         title: str | None = None,
         page_size: int = 100,
+        lifespan: Callable[[Server], AbstractAsyncContextManager[Any]] | None = None,
+        authorize: Authorizer | None = None,
+        tools: Iterable[Callable[..., Any]] = (),
+        prompts: Iterable[Callable[..., Any]] = (),
     ) -> None:
+        """Args:
+        name, version, title, instructions: what ``initialize`` tells clients.
+        page_size: entries per page of the ``*/list`` results.
+        lifespan: ``lifespan(server)`` gives an async context manager entered
+            before serving and exited after; what it yields is
+            ``Context.lifespan`` (database pools and the like).
+        authorize: ``await authorize(principal, method, name)`` decides whether
+            a request may run; `name` is the tool or prompt name or the
+            resource URI, else None. False answers 403.
+        tools, prompts: functions to register with default options.
+        """
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
         self.name = name
@@ -213,12 +237,18 @@ class Server:
         self.instructions = instructions
         self.title = title
         self.page_size = page_size
+        self.lifespan = lifespan
+        self.authorize = authorize
         self.tools: dict[str, Tool] = {}
         self.resources: dict[str, Resource] = {}
         self.resource_templates: dict[str, ResourceTemplate] = {}
         self.prompts: dict[str, Prompt] = {}
         #: The ``completion/complete`` handler, if one is registered.
         self.completer: Callable[..., Any] | None = None
+        for fn in tools:
+            self.add_tool(fn)
+        for fn in prompts:
+            self.add_prompt(fn)
 
     # ---- tools ------------------------------------------------------------
 

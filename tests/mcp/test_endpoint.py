@@ -675,3 +675,95 @@ async def test_cors_headers_on_answers_and_errors(mcp: MCP) -> None:
     assert streamed.header(b"access-control-allow-origin") == b"http://localhost:5173"
     plain = await mcp.post({"jsonrpc": "2.0", "id": 3, "method": "ping"})
     assert plain.header(b"access-control-allow-origin") is None  # not a browser request
+
+
+# ---- lifespan, authorization, registration by lists -------------------------------
+
+
+async def test_lifespan_wraps_serving_and_reaches_handlers(nursery) -> None:
+    from contextlib import asynccontextmanager
+
+    from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
+
+    events: list[str] = []
+
+    @asynccontextmanager
+    async def lifespan(app: Server):
+        events.append("start")
+        yield {"db": "pool"}
+        events.append("stop")
+
+    app = Server("with-lifespan", lifespan=lifespan)
+
+    @app.tool()
+    async def which_db(ctx: Context) -> str:
+        return ctx.lifespan["db"]
+
+    cancel = trio.CancelScope()
+
+    async def run(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        with cancel:
+            await serve_mcp(app, MCPConfig(http=ServerConfig(port=0)), task_status=task_status)
+
+    server: HTTPServer = await nursery.start(run)
+    assert events == ["start"]
+    async with await connect(server.ports[0]) as client:
+        mcp = MCP(client)
+        await mcp.initialize()
+        answer = await mcp.call("tools/call", {"name": "which_db"})
+        assert answer["result"]["content"][0]["text"] == "pool"
+    server.shutdown()
+    with trio.fail_after(5):
+        while events != ["start", "stop"]:
+            await trio.sleep(0.01)
+
+
+async def test_authorize_hook_refuses_per_method_and_tool(start_mcp) -> None:
+    calls: list[tuple[object, str, str | None]] = []
+
+    async def authorize(principal: object, method: str, name: str | None) -> bool:
+        calls.append((principal, method, name))
+        return not (method == "tools/call" and name == "add")
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def echo(text: str) -> str:
+        return text
+
+    app = Server("guarded", authorize=authorize, tools=[add, echo])
+    server = await start_mcp(app)
+    async with await connect(server.ports[0]) as client:
+        mcp = MCP(client)
+        await mcp.initialize()
+        refused = await mcp.post(
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+            }
+        )
+        assert refused.status == 403
+        assert orjson.loads(refused.body)["id"] == 4
+        allowed = await mcp.call("tools/call", {"name": "echo", "arguments": {"text": "ok"}})
+        assert allowed["result"]["content"][0]["text"] == "ok"
+    assert (None, "initialize", None) in calls
+    assert (None, "tools/call", "add") in calls
+
+
+async def test_registration_by_lists() -> None:
+    async def first() -> str:
+        return "1"
+
+    def second() -> str:
+        return "2"
+
+    async def hello(name: str) -> str:
+        return f"hello {name}"
+
+    app = Server("lists", tools=[first, second], prompts=[hello])
+    assert list(app.tools) == ["first", "second"]
+    assert app.prompts["hello"].listing["arguments"] == [
+        {"name": "hello" and "name", "required": True}
+    ]

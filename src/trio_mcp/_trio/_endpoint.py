@@ -12,10 +12,11 @@ the response. Statuses are all decided before the first byte is written.
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import inspect
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import trio
@@ -73,6 +74,11 @@ _SSE_HEADERS: Final = [
 _MESSAGE: Final = b"message"
 _ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
 _LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+_FORBIDDEN: Final = MCPError(INVALID_REQUEST, "Forbidden: not authorized for this request")
+#: Methods whose target is ``params.name``; the others that have one use ``params.uri``.
+_NAMED: Final = frozenset({"tools/call", "prompts/get"})
 
 
 class _Reject(Exception):
@@ -144,6 +150,8 @@ class MCPEndpoint:
         self.config = config = config or MCPConfig()
         self.authenticate = authenticate
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
+        #: What the app's lifespan yielded, while `running` is entered.
+        self.lifespan_state: Any = None
         self._paths = frozenset({config.path, config.path + "/"})
         self._loopback = config.http.host in _LOOPBACK_BINDS
         self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in config.allowed_origins)
@@ -194,6 +202,19 @@ class MCPEndpoint:
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[MCPEndpoint]:
+        """Enter the application's lifespan (if any) for as long as the endpoint serves."""
+        if self.app.lifespan is None:
+            yield self
+            return
+        async with self.app.lifespan(self.app) as state:
+            self.lifespan_state = state
+            try:
+                yield self
+            finally:
+                self.lifespan_state = None
 
     def _check_origin(self, request: Request) -> None:
         if not host_allowed(request.singles.get(b"host"), self._hosts, self._loopback):
@@ -271,6 +292,15 @@ class MCPEndpoint:
             invalid = messages[0]
             assert isinstance(invalid, Invalid)
             raise _Reject(400, invalid.error.code, invalid.error.message)
+        if self.app.authorize is not None:
+            denied = await self._denied(requests, principal)
+            if denied and not batch:
+                body = dumps(error_message(requests[0].id, _FORBIDDEN))
+                return Response(403, _JSON_HEADERS, body)
+            messages = [
+                Invalid(m.id, _FORBIDDEN) if type(m) is RPCRequest and m.id in denied else m
+                for m in messages
+            ]
         if session is None and len(requests) == 1 and requests[0].method == "initialize":
             return self._initialize(request, requests[0], principal, batch)
         return DeferredResponse(
@@ -278,6 +308,19 @@ class MCPEndpoint:
                 self._respond, request, session, version, messages, batch, principal, cors
             )
         )
+
+    async def _denied(self, requests: list[RPCRequest], principal: object) -> set[Any]:
+        """The ids of the requests the application's authorize hook refuses."""
+        authorize = self.app.authorize
+        assert authorize is not None
+        denied = set()
+        for message in requests:
+            params = message.params
+            target = params.get("name") if message.method in _NAMED else params.get("uri")
+            name = target if isinstance(target, str) else None
+            if not await authorize(principal, message.method, name):
+                denied.add(message.id)
+        return denied
 
     async def _delete(self, request: Request) -> Response:
         principal = await self._principal(request)
@@ -438,6 +481,7 @@ class MCPEndpoint:
                 emit=emit,
                 log_level=session.log_level if session is not None else None,
                 cancel_scope=scope,
+                lifespan=self.lifespan_state,
             )
             in_flight[message.id] = scope
             if session is not None:
@@ -662,7 +706,8 @@ async def serve_mcp(
     """Serve `app` over Streamable HTTP until the server is shut down (see `serve`)."""
     config = config or MCPConfig()
     endpoint = MCPEndpoint(app, config, authenticate=authenticate)
-    await serve(endpoint, config.http, task_status=task_status)
+    async with endpoint.running():
+        await serve(endpoint, config.http, task_status=task_status)
 
 
 def run_mcp(
@@ -670,4 +715,5 @@ def run_mcp(
 ) -> None:
     """Serve `app` from a script; SIGINT or SIGTERM drains gracefully."""
     config = config or MCPConfig()
-    run(MCPEndpoint(app, config, authenticate=authenticate), config.http)
+    endpoint = MCPEndpoint(app, config, authenticate=authenticate)
+    run(endpoint, config.http, around=endpoint.running())

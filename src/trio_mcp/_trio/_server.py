@@ -13,15 +13,17 @@ trio's deadline heap; limits fire up to `HTTPServer.timeout_tick_s` late.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
 import math
 import socket
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Final, Protocol, final
+from typing import Any, Final, Protocol, final
 
 import trio
 
@@ -537,12 +539,22 @@ async def serve(
     await server._run(task_status)
 
 
-def run(handler: Handler, config: ServerConfig | None = None) -> None:
-    """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully."""
+def run(
+    handler: Handler,
+    config: ServerConfig | None = None,
+    *,
+    around: AbstractAsyncContextManager[Any] | None = None,
+) -> None:
+    """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
+
+    `around`, if given, is entered before serving and exited after (an
+    application's lifespan).
+    """
     import signal
 
     async def main() -> None:
-        async with trio.open_nursery() as nursery:
+        lifespan = around if around is not None else contextlib.nullcontext()
+        async with lifespan, trio.open_nursery() as nursery:
             server: HTTPServer = await nursery.start(serve, handler, config)
             logger.info(
                 "serving on %s port %s", server.config.host, ", ".join(map(str, server.ports))
