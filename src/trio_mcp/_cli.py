@@ -1,0 +1,72 @@
+"""The ``trio-mcp`` command line.
+
+    trio-mcp run TARGET [--host HOST] [--port PORT] [--path /mcp] [--stateless]
+                        [--json-response] [--log-level info]
+
+TARGET names a `Server`: ``path/to/file.py:server`` or ``package.module:server``
+(the attribute defaults to ``server``). SIGINT or SIGTERM drains the server.
+The library never configures logging; this command does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+
+from ._app import Server
+from ._config import MCPConfig, ServerConfig
+from ._trio._endpoint import run_mcp
+
+
+def load_server(target: str) -> Server:
+    """The `Server` that TARGET (``file.py:attr`` or ``module:attr``) names."""
+    location, _, attribute = target.partition(":")
+    attribute = attribute or "server"
+    if location.endswith(".py") or "/" in location:
+        path = Path(location).resolve()
+        if not path.is_file():
+            raise SystemExit(f"trio-mcp: no such file: {location}")
+        spec = importlib.util.spec_from_file_location(f"_trio_mcp_target_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise SystemExit(f"trio-mcp: cannot import {location}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(location)
+    app = getattr(module, attribute, None)
+    if not isinstance(app, Server):
+        raise SystemExit(f"trio-mcp: {target} is not a trio_mcp.Server")
+    return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="trio-mcp", description="A fast MCP server on trio.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="serve an MCP application over HTTP")
+    run.add_argument("target", help="file.py:server or package.module:server")
+    run.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    run.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
+    run.add_argument("--path", default="/mcp", help="the MCP endpoint (default /mcp)")
+    run.add_argument("--stateless", action="store_true", help="serve without sessions")
+    run.add_argument(
+        "--json-response", action="store_true", help="always answer JSON, never stream"
+    )
+    run.add_argument("--reuse-port", action="store_true", help="set SO_REUSEPORT")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    app = load_server(args.target)
+    config = MCPConfig(
+        http=ServerConfig(host=args.host, port=args.port, reuse_port=args.reuse_port),
+        path=args.path,
+        stateless=args.stateless,
+        json_response_only=args.json_response,
+    )
+    run_mcp(app, config)

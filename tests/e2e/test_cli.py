@@ -1,0 +1,75 @@
+"""``trio-mcp run`` serves an application named by file or module, and drains on SIGTERM."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+import orjson
+import pytest
+import trio
+from _support import EXAMPLES, connect, initialize_body, mcp_post
+
+from trio_mcp._cli import load_server
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_run_serves_the_target_and_drains_on_sigterm() -> None:
+    port = _free_port()
+    target = f"{EXAMPLES / 'everything.py'}:server"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trio_mcp", "run", target, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with trio.fail_after(20):
+            while True:
+                try:
+                    client = await connect(port)
+                    break
+                except OSError:
+                    await trio.sleep(0.05)
+            async with client:
+                await client.send(mcp_post(initialize_body()))
+                reply = await client.read_reply()
+                assert reply.status == 200
+                assert (
+                    orjson.loads(reply.body)["result"]["serverInfo"]["name"]
+                    == "trio-mcp-everything"
+                )
+            proc.send_signal(signal.SIGTERM)
+            while proc.poll() is None:
+                await trio.sleep(0.05)
+        assert proc.returncode == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()
+
+
+def test_load_server_by_module_and_errors(tmp_path) -> None:
+    (tmp_path / "my_app.py").write_text(
+        "import trio_mcp\napp = trio_mcp.Server('m')\nnot_a_server = 1\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        assert load_server("my_app:app").name == "m"
+        assert load_server(f"{tmp_path / 'my_app.py'}:app").name == "m"
+        with pytest.raises(SystemExit, match=r"not a trio_mcp\.Server"):
+            load_server("my_app:not_a_server")
+        with pytest.raises(SystemExit, match="no such file"):
+            load_server(f"{tmp_path / 'missing.py'}")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("my_app", None)
