@@ -767,3 +767,40 @@ async def test_registration_by_lists() -> None:
     assert app.prompts["hello"].listing["arguments"] == [
         {"name": "hello" and "name", "required": True}
     ]
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "code"),
+    [
+        ("tools/call", {"name": 5}, -32602),
+        ("tools/call", {}, -32602),
+        ("resources/read", {"uri": 7}, -32602),
+        ("resources/read", {}, -32602),
+        ("resources/subscribe", {"uri": None}, -32602),
+        ("prompts/get", {"name": "test_simple_prompt", "arguments": [1]}, -32602),
+        ("prompts/get", {"name": ["x"]}, -32602),
+        ("logging/setLevel", {"level": 3}, -32602),
+        ("tools/list", {"cursor": 12}, -32602),
+        ("completion/complete", {"ref": "x", "argument": {}}, -32602),
+    ],
+)
+async def test_wrong_param_types_get_invalid_params(
+    mcp: MCP, method: str, params: dict, code: int
+) -> None:
+    await mcp.initialize()
+    answer = await mcp.call(method, params)
+    assert answer["error"]["code"] == code
+
+
+async def test_tool_arguments_of_the_wrong_type(mcp: MCP) -> None:
+    await mcp.initialize()
+    result = (await mcp.call("tools/call", {"name": "echo", "arguments": [1, 2]}))["result"]
+    assert result["isError"] is True
+
+
+async def test_initialize_without_capabilities_is_invalid_params(mcp: MCP) -> None:
+    body = initialize_body()
+    del body["params"]["capabilities"]
+    reply = await mcp.post(body)
+    assert orjson.loads(reply.body)["error"]["code"] == -32602
+    assert reply.header(b"mcp-session-id") is None
