@@ -150,6 +150,7 @@ class MCPEndpoint:
         self.config = config = config or MCPConfig()
         self.authenticate = authenticate
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
+        self._accept_cache: dict[tuple[bytes, ...], bool] = {}
         #: What the app's lifespan yielded, while `running` is entered.
         self.lifespan_state: Any = None
         self._paths = frozenset({config.path, config.path + "/"})
@@ -250,8 +251,15 @@ class MCPEndpoint:
         return session
 
     async def _post(self, request: Request, cors: Headers) -> Response | DeferredResponse:
-        accept = request.header_values(b"accept")
-        if not (accepts(accept, JSON) and accepts(accept, SSE)):
+        accept = tuple(request.header_values(b"accept"))
+        acceptable = self._accept_cache.get(accept)
+        if acceptable is None:
+            # Clients send the same Accept every time: parse each value once.
+            if len(self._accept_cache) >= 256:
+                self._accept_cache.clear()
+            acceptable = accepts(accept, JSON) and accepts(accept, SSE)
+            self._accept_cache[accept] = acceptable
+        if not acceptable:
             raise _Reject(
                 406,
                 INVALID_REQUEST,
