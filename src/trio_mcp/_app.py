@@ -178,8 +178,16 @@ class Prompt:
 
 
 def _doc(fn: Callable[..., Any]) -> str | None:
+    """The docstring without its ``Args:`` section (that goes into the schema)."""
     doc = inspect.getdoc(fn)
-    return doc.strip() if doc else None
+    if not doc:
+        return None
+    kept = []
+    for line in doc.splitlines():
+        if re.match(r"^(Args|Arguments|Parameters|Params):\s*$", line.strip()):
+            break
+        kept.append(line)
+    return "\n".join(kept).strip() or None
 
 
 def _context_param(fn: Callable[..., Any]) -> str | None:

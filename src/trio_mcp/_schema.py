@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import inspect
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -118,6 +119,7 @@ def signature_schema(
     out. A parameter without a default is required.
     """
     hints = get_type_hints(fn, include_extras=True)
+    documented = param_docs(inspect.getdoc(fn) or "")
     properties: dict[str, JSONSchema] = {}
     required: list[str] = []
     names: list[str] = []
@@ -128,6 +130,8 @@ def signature_schema(
         if skip(hint):
             continue
         schema = schema_for(hint)
+        if "description" not in schema and param.name in documented:
+            schema["description"] = documented[param.name]
         if param.default is not param.empty:
             try:
                 dumps(param.default)  # the default documents itself if it is JSON
@@ -143,6 +147,39 @@ def signature_schema(
     if required:
         schema["required"] = required
     return schema, names
+
+
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
+_ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+def param_docs(doc: str) -> dict[str, str]:
+    """Parameter descriptions from a Google-style ``Args:`` section of a docstring."""
+    found: dict[str, str] = {}
+    lines = doc.splitlines()
+    in_section = False
+    indent = None
+    current = None
+    for line in lines:
+        stripped = line.strip()
+        if not in_section:
+            in_section = bool(_SECTION.match(stripped))
+            continue
+        if not stripped:
+            current = None
+            continue
+        width = len(line) - len(line.lstrip())
+        if indent is None:
+            indent = width
+        if width < indent or (width == 0 and stripped.endswith(":")):
+            break  # the next section
+        match = _ENTRY.match(stripped) if width == indent else None
+        if match:
+            current = match.group(1).lstrip("*")
+            found[current] = match.group(2).strip()
+        elif current is not None:
+            found[current] = (found[current] + " " + stripped).strip()
+    return found
 
 
 def compile_validator(schema: JSONSchema) -> Callable[[Any], str | None]:

@@ -147,3 +147,29 @@ def test_registration_errors() -> None:
         app.add_tool(lambda: "", name="u", input_schema={"type": "string"})
     with pytest.raises(LocalProtocolError, match="invalid JSON Schema"):
         app.add_tool(lambda: "", name="v", input_schema={"type": "object", "minProperties": "x"})
+
+
+def test_parameter_descriptions_from_the_docstring() -> None:
+    app = Server("s")
+
+    @app.tool()
+    async def book(city: str, nights: int = 1, note: Annotated[str, "from Annotated"] = "") -> str:
+        """Book a hotel.
+
+        Args:
+            city: Where to stay,
+                spelled in full.
+            nights (int): How many nights.
+            note: ignored, Annotated wins.
+
+        Returns:
+            A confirmation.
+        """
+        return city
+
+    listing = app.tools["book"].listing
+    props = listing["inputSchema"]["properties"]
+    assert props["city"]["description"] == "Where to stay, spelled in full."
+    assert props["nights"]["description"] == "How many nights."
+    assert props["note"]["description"] == "from Annotated"
+    assert listing["description"] == "Book a hotel."
