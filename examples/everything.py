@@ -96,6 +96,98 @@ async def test_error_handling() -> str:
 
 
 @server.tool()
+async def test_sampling(prompt: str, ctx: Context) -> str:
+    """Ask the client's model, and return what it said."""
+    result = await ctx.sample(
+        [{"role": "user", "content": {"type": "text", "text": prompt}}], max_tokens=100
+    )
+    content = result.get("content", {})
+    return f"LLM response: {content.get('text', '') if isinstance(content, dict) else content}"
+
+
+@server.tool()
+async def test_elicitation(message: str, ctx: Context) -> str:
+    """Ask the user for input, and return the answer."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    result = await ctx.elicit(message, schema)
+    return f"User response: action={result.get('action')}, content={result.get('content')}"
+
+
+@server.tool()
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Elicit a form whose fields carry default values (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "default": "John Doe"},
+            "age": {"type": "integer", "default": 30},
+            "score": {"type": "number", "default": 95.5},
+            "status": {
+                "type": "string",
+                "enum": ["active", "inactive", "pending"],
+                "default": "active",
+            },
+            "verified": {"type": "boolean", "default": True},
+        },
+    }
+    result = await ctx.elicit("Please review and update the form fields with defaults", schema)
+    return f"Elicitation completed: action={result.get('action')}, content={result.get('content')}"
+
+
+@server.tool()
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Elicit the five enum shapes of SEP-1330."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {
+                "type": "string",
+                "oneOf": [
+                    {"const": "value1", "title": "First Option"},
+                    {"const": "value2", "title": "Second Option"},
+                    {"const": "value3", "title": "Third Option"},
+                ],
+            },
+            "legacyEnum": {
+                "type": "string",
+                "enum": ["opt1", "opt2", "opt3"],
+                "enumNames": ["Option One", "Option Two", "Option Three"],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["option1", "option2", "option3"]},
+            },
+            "titledMulti": {
+                "type": "array",
+                "items": {
+                    "anyOf": [
+                        {"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"},
+                    ]
+                },
+            },
+        },
+    }
+    result = await ctx.elicit("Please select options from the enum fields", schema)
+    return f"Elicitation completed: action={result.get('action')}, content={result.get('content')}"
+
+
+@server.tool()
+async def test_list_roots(ctx: Context) -> str:
+    """Return the URIs of the client's roots, one per line."""
+    return "\n".join(root["uri"] for root in await ctx.list_roots())
+
+
+@server.tool()
 def add(a: int, b: int) -> int:
     """Add two integers (a sync tool: it runs in a worker thread)."""
     return a + b

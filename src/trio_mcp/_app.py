@@ -53,6 +53,7 @@ class Context:
         "_emit",
         "_log_level",
         "_cancel_scope",
+        "_request",
         "lifespan",
     )
 
@@ -70,6 +71,7 @@ class Context:
         log_level: str | None,
         cancel_scope: Any,
         lifespan: Any = None,
+        request: Callable[[str, dict[str, Any], str, float | None], Awaitable[Any]] | None = None,
     ) -> None:
         self.request_id = request_id
         self.session_id = session_id
@@ -83,6 +85,7 @@ class Context:
         self._cancel_scope = cancel_scope
         #: What the server's lifespan context manager yielded (None without one).
         self.lifespan = lifespan
+        self._request = request
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -112,6 +115,75 @@ class Context:
         await self._emit(
             dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         )
+
+    async def _ask(
+        self, method: str, params: dict[str, Any], capability: str, timeout_s: float | None
+    ) -> Any:
+        if self._request is None:
+            raise MCPError(
+                -32600,
+                f"{method} needs a session and a response stream; this request has neither",
+            )
+        return await self._request(method, params, capability, timeout_s)
+
+    async def elicit(
+        self,
+        message: str,
+        requested_schema: dict[str, Any],
+        *,
+        timeout_s: float | None = None,
+    ) -> dict[str, Any]:
+        """Ask the user for input through the client (form mode).
+
+        Returns the client's answer: ``{"action": "accept" | "decline" |
+        "cancel", "content": {...}}``. Raises MCPError if the client did not
+        declare the ``elicitation`` capability or does not answer in time.
+        """
+        params: dict[str, Any] = {"message": message, "requestedSchema": requested_schema}
+        if self.protocol_version >= "2025-11-25":
+            params["mode"] = "form"
+        result: dict[str, Any] = await self._ask(
+            "elicitation/create", params, "elicitation", timeout_s
+        )
+        return result
+
+    async def elicit_url(
+        self, message: str, url: str, elicitation_id: str, *, timeout_s: float | None = None
+    ) -> dict[str, Any]:
+        """Ask the user to visit `url` (URL-mode elicitation, 2025-11-25)."""
+        params = {"mode": "url", "message": message, "url": url, "elicitationId": elicitation_id}
+        result: dict[str, Any] = await self._ask(
+            "elicitation/create", params, "elicitation", timeout_s
+        )
+        return result
+
+    async def sample(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        timeout_s: float | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """Ask the client's model for a completion (``sampling/createMessage``).
+
+        `messages` are ``{"role": ..., "content": {...}}`` dicts; `extra` adds
+        other request fields (``temperature``, ``modelPreferences``, ...).
+        """
+        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens, **extra}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        result: dict[str, Any] = await self._ask(
+            "sampling/createMessage", params, "sampling", timeout_s
+        )
+        return result
+
+    async def list_roots(self, *, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """The client's roots (``roots/list``)."""
+        result = await self._ask("roots/list", {}, "roots", timeout_s)
+        roots: list[dict[str, Any]] = result.get("roots", [])
+        return roots
 
     @property
     def cancelled(self) -> bool:

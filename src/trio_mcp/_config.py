@@ -111,6 +111,9 @@ class MCPConfig:
             when the server is bound to loopback.
         allowed_hosts: Host names (without port) the server answers to; empty
             means loopback names only when bound to loopback, else any.
+        client_request_timeout_s: how long a handler waits for the client to
+            answer a request it sent (elicitation, sampling, roots) unless the
+            call gives its own timeout.
     """
 
     http: ServerConfig = ServerConfig()
@@ -121,8 +124,11 @@ class MCPConfig:
     session_idle_timeout_s: float = 1800.0
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
+    client_request_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
+        if not self.client_request_timeout_s > 0:
+            raise ValueError("client_request_timeout_s must be positive")
         if not self.path.startswith("/") or self.path.endswith("/"):
             raise ValueError(f"path must start with / and not end with one, not {self.path!r}")
         if self.max_sessions < 1:

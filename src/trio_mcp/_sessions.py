@@ -33,6 +33,8 @@ class Session:
         "log_level",
         "subscriptions",
         "in_flight",
+        "pending",
+        "next_request_id",
         "active_requests",
         "last_active",
     )
@@ -57,6 +59,9 @@ class Session:
         self.subscriptions: set[str] = set()
         #: Running requests by JSON-RPC id: their cancel scopes.
         self.in_flight: dict[str | int, Any] = {}
+        #: Requests we sent to the client, by id, waiting for its response.
+        self.pending: dict[int, Any] = {}
+        self.next_request_id = 0
         self.active_requests = 0
         self.last_active = now
 

@@ -12,7 +12,7 @@ import asyncio
 import json
 import sys
 
-from mcp import ClientSession
+from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 
@@ -27,9 +27,30 @@ async def main(url: str) -> dict[str, object]:
     async def on_log(params: object) -> None:
         logs.append(getattr(params, "data", None))
 
+    async def on_sampling(context: object, params: types.CreateMessageRequestParams) -> object:
+        asked = params.messages[0].content
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"echo of {asked.text}"),
+            model="test-model",
+        )
+
+    async def on_elicitation(context: object, params: types.ElicitRequestParams) -> object:
+        return types.ElicitResult(action="accept", content={"username": "ann", "email": "a@b.c"})
+
+    async def on_roots(context: object) -> object:
+        return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
+
     async with streamable_http_client(url) as streams:
         read, write = streams[0], streams[1]
-        async with ClientSession(read, write, logging_callback=on_log) as session:
+        async with ClientSession(
+            read,
+            write,
+            logging_callback=on_log,
+            sampling_callback=on_sampling,
+            elicitation_callback=on_elicitation,
+            list_roots_callback=on_roots,
+        ) as session:
             init = await session.initialize()
             seen["protocol_version"] = init.protocol_version
             seen["server_name"] = init.server_info.name
@@ -67,6 +88,12 @@ async def main(url: str) -> dict[str, object]:
             seen["prompts"] = sorted(p.name for p in prompts.prompts)
             await session.send_ping()
             seen["ping"] = True
+            sampled = await session.call_tool("test_sampling", {"prompt": "2+2"})
+            seen["sampling"] = [c.text for c in sampled.content]
+            elicited = await session.call_tool("test_elicitation", {"message": "who?"})
+            seen["elicitation"] = [c.text for c in elicited.content]
+            roots = await session.call_tool("test_list_roots", {})
+            seen["roots"] = [c.text for c in roots.content]
     return seen
 
 

@@ -55,3 +55,8 @@ async def test_python_sdk_client_full_tour(start_mcp) -> None:
     assert seen["templates"] == ["test://template/{id}/data"]
     assert seen["prompt"] == ["Prompt with arguments: arg1='a', arg2='b'"]
     assert seen["ping"] is True
+    assert seen["sampling"] == ["LLM response: echo of 2+2"]
+    assert seen["elicitation"] == [
+        "User response: action=accept, content={'username': 'ann', 'email': 'a@b.c'}"
+    ]
+    assert seen["roots"] == ["file:///tmp/project"]

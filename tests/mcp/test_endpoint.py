@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import h11
 import orjson
 import pytest
 import trio
@@ -804,3 +805,174 @@ async def test_initialize_without_capabilities_is_invalid_params(mcp: MCP) -> No
     reply = await mcp.post(body)
     assert orjson.loads(reply.body)["error"]["code"] == -32602
     assert reply.header(b"mcp-session-id") is None
+
+
+# ---- requests to the client ---------------------------------------------------------
+
+
+async def _initialize_with(mcp: MCP, capabilities: dict) -> None:
+    body = initialize_body()
+    body["params"]["capabilities"] = capabilities
+    reply = await mcp.post(body, session=None, version=None)
+    mcp.session = reply.header(b"mcp-session-id").decode()
+    mcp.version = "2025-11-25"
+
+
+async def _read_event(client: Client) -> dict:
+    """Read SSE data from a streamed response until one whole event has arrived."""
+    buffer = b""
+    while b"\n\n" not in buffer:
+        event = client.h11.next_event()
+        if event is h11.NEED_DATA:
+            client.h11.receive_data(await client.stream.receive_some(65536))
+        elif isinstance(event, h11.Data):
+            buffer += bytes(event.data)
+    return sse_messages(buffer)[0]  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "method", "answer", "expected"),
+    [
+        (
+            "test_sampling",
+            {"prompt": "hi"},
+            "sampling/createMessage",
+            {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"},
+            "LLM response: 4",
+        ),
+        (
+            "test_elicitation",
+            {"message": "who?"},
+            "elicitation/create",
+            {"action": "accept", "content": {"username": "ann", "email": "a@b"}},
+            "User response: action=accept, content={'username': 'ann', 'email': 'a@b'}",
+        ),
+    ],
+)
+async def test_tool_asks_the_client_on_its_stream_and_resumes_on_the_answer(
+    mcp_port: int, tool: str, arguments: dict, method: str, answer: dict, expected: str
+) -> None:
+    async with await connect(mcp_port) as c1, await connect(mcp_port) as c2:
+        first, second = MCP(c1), MCP(c2)
+        await _initialize_with(first, {"sampling": {}, "elicitation": {}})
+        second.session, second.version = first.session, first.version
+        await c1.send(
+            mcp_post(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments},
+                },
+                session=first.session,
+                version="2025-11-25",
+            )
+        )
+        with trio.fail_after(10):
+            # the response head arrives first: an event stream
+            head = c1.h11.next_event()
+            while head is h11.NEED_DATA:
+                c1.h11.receive_data(await c1.stream.receive_some(65536))
+                head = c1.h11.next_event()
+            assert isinstance(head, h11.Response)
+            assert dict(head.headers)[b"content-type"] == b"text/event-stream"
+            asked = await _read_event(c1)
+            assert asked["method"] == method
+            assert isinstance(asked["id"], int)
+            if method == "elicitation/create":
+                assert asked["params"]["mode"] == "form"
+                assert asked["params"]["message"] == "who?"
+            ack = await second.post({"jsonrpc": "2.0", "id": asked["id"], "result": answer})
+            assert ack.status == 202
+            final = await _read_event(c1)
+        assert final["id"] == 1
+        assert final["result"]["content"][0]["text"] == expected
+
+
+async def test_asking_without_the_client_capability_fails_fast(mcp: MCP) -> None:
+    await _initialize_with(mcp, {})
+    with trio.fail_after(5):
+        answer = await mcp.call(
+            "tools/call", {"name": "test_sampling", "arguments": {"prompt": "x"}}
+        )
+    assert answer["error"]["code"] == -32600
+    assert "sampling" in answer["error"]["message"]
+
+
+async def test_a_client_that_never_answers_times_out(start_mcp) -> None:
+    server = await start_mcp(client_request_timeout_s=0.2)
+    async with await connect(server.ports[0]) as client:
+        mcp = MCP(client)
+        await _initialize_with(mcp, {"elicitation": {}})
+        with trio.fail_after(10):
+            answer = await mcp.call(
+                "tools/call", {"name": "test_elicitation", "arguments": {"message": "?"}}
+            )
+        assert answer["error"]["code"] == -32603
+        assert "did not answer" in answer["error"]["message"]
+
+
+async def test_a_client_error_answer_becomes_the_tools_error(mcp_port: int) -> None:
+    async with await connect(mcp_port) as c1, await connect(mcp_port) as c2:
+        first, second = MCP(c1), MCP(c2)
+        await _initialize_with(first, {"elicitation": {}})
+        second.session, second.version = first.session, first.version
+        await c1.send(
+            mcp_post(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+                },
+                session=first.session,
+                version="2025-11-25",
+            )
+        )
+        with trio.fail_after(10):
+            head = c1.h11.next_event()
+            while head is h11.NEED_DATA:
+                c1.h11.receive_data(await c1.stream.receive_some(65536))
+                head = c1.h11.next_event()
+            asked = await _read_event(c1)
+            await second.post(
+                {
+                    "jsonrpc": "2.0",
+                    "id": asked["id"],
+                    "error": {"code": -1, "message": "user said no"},
+                }
+            )
+            final = await _read_event(c1)
+        assert final["error"] == {"code": -1, "message": "user said no"}
+
+
+async def test_answers_from_another_session_are_ignored(mcp_port: int) -> None:
+    async with await connect(mcp_port) as c1, await connect(mcp_port) as c2:
+        first, other = MCP(c1), MCP(c2)
+        await _initialize_with(first, {"elicitation": {}})
+        await _initialize_with(other, {"elicitation": {}})
+        await c1.send(
+            mcp_post(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
+                },
+                session=first.session,
+                version="2025-11-25",
+            )
+        )
+        with trio.fail_after(10):
+            head = c1.h11.next_event()
+            while head is h11.NEED_DATA:
+                c1.h11.receive_data(await c1.stream.receive_some(65536))
+                head = c1.h11.next_event()
+            asked = await _read_event(c1)
+            # the same id from another session must not resolve this one
+            await other.post({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}})
+            second = MCP(c2)
+            second.session, second.version = first.session, first.version
+            await second.post({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "cancel"}})
+            final = await _read_event(c1)
+        assert "action=cancel" in final["result"]["content"][0]["text"]

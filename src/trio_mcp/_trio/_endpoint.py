@@ -44,6 +44,7 @@ from .._jsonrpc import (
     Notification,
     decode_body,
     error_message,
+    request_bytes,
 )
 from .._jsonrpc import Request as RPCRequest
 from .._jsonrpc import Response as RPCResponse
@@ -79,6 +80,21 @@ _LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 _FORBIDDEN: Final = MCPError(INVALID_REQUEST, "Forbidden: not authorized for this request")
 #: Methods whose target is ``params.name``; the others that have one use ``params.uri``.
 _NAMED: Final = frozenset({"tools/call", "prompts/get"})
+
+
+class _Waiter:
+    """A request we sent to the client, waiting for the response to arrive in a POST."""
+
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: RPCResponse | None = None
+
+    def resolve(self, response: RPCResponse) -> None:
+        if self.response is None:
+            self.response = response
+            self.done.set()
 
 
 class _Reject(Exception):
@@ -292,8 +308,10 @@ class MCPEndpoint:
         for message in messages:
             if type(message) is Notification:
                 self._notification(message, session)
-            elif type(message) is RPCResponse:
-                pass  # answers to server-initiated requests arrive with streams
+            elif type(message) is RPCResponse and session is not None:
+                waiter = session.pending.get(message.id) if type(message.id) is int else None
+                if waiter is not None:
+                    waiter.resolve(message)
         if not requests and not any(type(m) is Invalid for m in messages):
             return Response(202)
         if not requests and not batch:
@@ -478,6 +496,9 @@ class MCPEndpoint:
         meta = message.params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         with trio.CancelScope() as scope:
+            ask = None
+            if session is not None and not self.config.json_response_only:
+                ask = functools.partial(self._ask_client, session, emit)
             ctx = Context(
                 request_id=message.id,
                 session_id=session.id if session is not None else None,
@@ -490,6 +511,7 @@ class MCPEndpoint:
                 log_level=session.log_level if session is not None else None,
                 cancel_scope=scope,
                 lifespan=self.lifespan_state,
+                request=ask,
             )
             in_flight[message.id] = scope
             if session is not None:
@@ -507,6 +529,41 @@ class MCPEndpoint:
                 if session is not None:
                     self.sessions.end_request(session, trio.current_time())
         return None  # cancelled: the client no longer wants an answer
+
+    async def _ask_client(
+        self,
+        session: Session,
+        emit: Callable[[bytes], Awaitable[None]],
+        method: str,
+        params: dict[str, Any],
+        capability: str,
+        timeout_s: float | None,
+    ) -> Any:
+        """Send `method` to the client on the current response stream; await its answer."""
+        if capability not in session.client_capabilities:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"the client did not declare the {capability!r} capability, so {method} "
+                "can't be sent",
+            )
+        session.next_request_id += 1
+        request_id = session.next_request_id
+        waiter = _Waiter()
+        session.pending[request_id] = waiter
+        limit = timeout_s if timeout_s is not None else self.config.client_request_timeout_s
+        try:
+            await emit(request_bytes(request_id, method, params))
+            with trio.move_on_after(limit):
+                await waiter.done.wait()
+        finally:
+            del session.pending[request_id]
+        response = waiter.response
+        if response is None:
+            raise MCPError(INTERNAL_ERROR, f"the client did not answer {method} within {limit} s")
+        if response.error is not None:
+            error = response.error
+            raise MCPError(error["code"], error["message"], error.get("data"))
+        return response.result
 
     async def _call(self, fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
         if is_async:
