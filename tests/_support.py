@@ -187,7 +187,7 @@ def sse_messages(body: bytes) -> list[object]:
     messages = []
     for event in body.split(b"\n\n"):
         data = [line[6:] for line in event.split(b"\n") if line.startswith(b"data: ")]
-        if data:
+        if data and any(data):  # events with empty data only prime the stream (SEP-1699)
             messages.append(orjson.loads(b"\n".join(data)))
     return messages
 

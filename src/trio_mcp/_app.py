@@ -54,6 +54,7 @@ class Context:
         "_log_level",
         "_cancel_scope",
         "_request",
+        "_close_stream",
         "lifespan",
     )
 
@@ -72,6 +73,7 @@ class Context:
         cancel_scope: Any,
         lifespan: Any = None,
         request: Callable[[str, dict[str, Any], str, float | None], Awaitable[Any]] | None = None,
+        close_stream: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self.request_id = request_id
         self.session_id = session_id
@@ -86,6 +88,7 @@ class Context:
         #: What the server's lifespan context manager yielded (None without one).
         self.lifespan = lifespan
         self._request = request
+        self._close_stream = close_stream
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -184,6 +187,16 @@ class Context:
         result = await self._ask("roots/list", {}, "roots", timeout_s)
         roots: list[dict[str, Any]] = result.get("roots", [])
         return roots
+
+    async def close_sse_stream(self) -> None:
+        """End this request's HTTP response now, while the request goes on (SEP-1699).
+
+        The client reconnects with GET and ``Last-Event-ID`` and receives the
+        events it missed, then the rest, including the response. Does nothing
+        when the answer is not a stream yet or there is no session.
+        """
+        if self._close_stream is not None:
+            await self._close_stream()
 
     @property
     def cancelled(self) -> bool:
@@ -325,6 +338,9 @@ class Server:
         self.prompts: dict[str, Prompt] = {}
         #: The ``completion/complete`` handler, if one is registered.
         self.completer: Callable[..., Any] | None = None
+        #: Called with each server notification (method, params, resource uri or
+        #: None); the endpoints serving this app listen here.
+        self.listeners: list[Callable[[str, dict[str, Any], str | None], None]] = []
         for fn in tools:
             self.add_tool(fn)
         for fn in prompts:
@@ -412,10 +428,44 @@ class Server:
             listing=listing,
         )
         self.tools[tool_name] = tool
+        if self.listeners:
+            self.notify_tools_changed()
         return tool
 
     def remove_tool(self, name: str) -> None:
         del self.tools[name]
+        self.notify_tools_changed()
+
+    # ---- notifications to connected clients --------------------------------
+
+    def _notify(self, method: str, params: dict[str, Any], uri: str | None = None) -> None:
+        for listener in self.listeners:
+            listener(method, params, uri)
+
+    def notify_tools_changed(self) -> None:
+        """Tell every session (on its GET stream) that the tool list changed."""
+        self._notify("notifications/tools/list_changed", {})
+
+    def notify_prompts_changed(self) -> None:
+        """Tell every session that the prompt list changed."""
+        self._notify("notifications/prompts/list_changed", {})
+
+    def notify_resources_changed(self) -> None:
+        """Tell every session that the resource list changed."""
+        self._notify("notifications/resources/list_changed", {})
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the sessions subscribed to `uri` that it changed."""
+        self._notify("notifications/resources/updated", {"uri": uri}, uri)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a log message not tied to a request to every session whose level admits it."""
+        if level not in LOG_LEVELS:
+            raise LocalProtocolError(f"unknown log level {level!r}")
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self._notify("notifications/message", params)
 
     # ---- resources --------------------------------------------------------
 

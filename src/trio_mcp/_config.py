@@ -111,6 +111,10 @@ class MCPConfig:
             when the server is bound to loopback.
         allowed_hosts: Host names (without port) the server answers to; empty
             means loopback names only when bound to loopback, else any.
+        keepalive_s: SSE comment keepalives on an idle GET stream this often;
+            a dead socket is found when one fails.
+        sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
+            and before the server closes a stream's connection on purpose.
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.
@@ -125,8 +129,14 @@ class MCPConfig:
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     client_request_timeout_s: float = 300.0
+    keepalive_s: float = 15.0
+    sse_retry_ms: int = 1000
 
     def __post_init__(self) -> None:
+        if not self.keepalive_s > 0:
+            raise ValueError("keepalive_s must be positive")
+        if self.sse_retry_ms < 0:
+            raise ValueError("sse_retry_ms must not be negative")
         if not self.client_request_timeout_s > 0:
             raise ValueError("client_request_timeout_s must be positive")
         if not self.path.startswith("/") or self.path.endswith("/"):

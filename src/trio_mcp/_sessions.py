@@ -35,6 +35,9 @@ class Session:
         "in_flight",
         "pending",
         "next_request_id",
+        "get_stream",
+        "live_streams",
+        "next_stream",
         "active_requests",
         "last_active",
     )
@@ -62,6 +65,12 @@ class Session:
         #: Requests we sent to the client, by id, waiting for its response.
         self.pending: dict[int, Any] = {}
         self.next_request_id = 0
+        #: The channel feeding the attached standalone GET stream, if one is open.
+        self.get_stream: Any = None
+        #: POST response streams still being produced, by stream number.
+        self.live_streams: dict[int, Any] = {}
+        #: Stream 0 is the standalone GET stream; POST streams count from 1.
+        self.next_stream = 0
         self.active_requests = 0
         self.last_active = now
 
@@ -128,6 +137,10 @@ class SessionTable:
             return None
         session.last_active = now
         return session
+
+    def live(self) -> list[Session]:
+        """The sessions in the table (a snapshot, safe to iterate while it changes)."""
+        return list(self._sessions.values())
 
     def delete(self, session_id: str) -> Session | None:
         return self._sessions.pop(session_id, None)

@@ -820,14 +820,19 @@ async def _initialize_with(mcp: MCP, capabilities: dict) -> None:
 
 async def _read_event(client: Client) -> dict:
     """Read SSE data from a streamed response until one whole event has arrived."""
-    buffer = b""
-    while b"\n\n" not in buffer:
+    pending = getattr(client, "sse_pending", b"")
+    while True:
+        while b"\n\n" in pending:
+            event, pending = pending.split(b"\n\n", 1)
+            messages = sse_messages(event + b"\n\n")
+            if messages:  # skip priming events (an id and empty data)
+                client.sse_pending = pending  # type: ignore[attr-defined]
+                return messages[0]  # type: ignore[return-value]
         event = client.h11.next_event()
         if event is h11.NEED_DATA:
             client.h11.receive_data(await client.stream.receive_some(65536))
         elif isinstance(event, h11.Data):
-            buffer += bytes(event.data)
-    return sse_messages(buffer)[0]  # type: ignore[return-value]
+            pending += bytes(event.data)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ from .._app import (
 )
 from .._config import MCPConfig
 from .._errors import MCPError
+from .._events import EventStore, MemoryEventStore, StoredEvent
 from .._http11 import DeferredResponse, Headers, Request, Response
 from .._json import dumps
 from .._jsonrpc import (
@@ -49,7 +50,7 @@ from .._jsonrpc import (
 from .._jsonrpc import Request as RPCRequest
 from .._jsonrpc import Response as RPCResponse
 from .._sessions import Session, SessionsFull, SessionTable
-from .._speedups import format_event
+from .._speedups import format_comment, format_event
 from .._streamable import (
     JSON,
     SSE,
@@ -80,6 +81,93 @@ _LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 _FORBIDDEN: Final = MCPError(INVALID_REQUEST, "Forbidden: not authorized for this request")
 #: Methods whose target is ``params.name``; the others that have one use ``params.uri``.
 _NAMED: Final = frozenset({"tools/call", "prompts/get"})
+
+
+_STREAM_QUEUE: Final = 256  # frames waiting for a slow GET client before it is detached
+_BROADCAST_QUEUE: Final = 1024
+_KEEPALIVE: Final = format_comment(b"keepalive")
+
+
+class _PostStream:
+    """The SSE answer of one POST: opened on the first event, ids and buffering
+    for resumption (sessions only), and live hand-over to a client that resumes
+    it with GET after losing the connection."""
+
+    __slots__ = ("_endpoint", "_writer", "_session", "_version", "_cors", "number", "_subscriber")
+
+    def __init__(
+        self,
+        endpoint: MCPEndpoint,
+        writer: Any,
+        session: Session | None,
+        version: str,
+        cors: Headers,
+    ) -> None:
+        self._endpoint = endpoint
+        self._writer = writer
+        self._session = session
+        self._version = version
+        self._cors = cors
+        self.number = 0
+        self._subscriber: trio.MemorySendChannel[bytes] | None = None
+
+    def attach(self, subscriber: trio.MemorySendChannel[bytes]) -> None:
+        """A resumed GET takes over the live events of this stream."""
+        if self._subscriber is not None:
+            self._subscriber.close()
+        self._subscriber = subscriber
+
+    async def emit(self, data: bytes) -> None:
+        endpoint = self._endpoint
+        if endpoint.config.json_response_only:
+            return
+        writer = self._writer
+        session = self._session
+        if not writer.started:
+            await writer.start(200, _SSE_HEADERS + self._cors)
+            if session is not None:
+                session.next_stream += 1
+                self.number = session.next_stream
+                session.live_streams[self.number] = self
+                if self._version >= "2025-11-25":
+                    await self._prime()
+        if session is None:
+            await writer.send(format_event(data, event=_MESSAGE))
+            return
+        frame = await endpoint._publish(session, self.number, data)
+        if not writer.broken:
+            await writer.send(frame)
+        elif self._subscriber is not None:
+            try:
+                self._subscriber.send_nowait(frame)
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                self._subscriber.close()
+                self._subscriber = None
+
+    async def _prime(self) -> None:
+        # SEP-1699: an id (and the retry hint) before anything else, so a
+        # client can resume even if the connection drops before the first event.
+        assert self._session is not None
+        endpoint = self._endpoint
+        event_id = await endpoint.events.append(
+            self._session.id, self.number, b"", trio.current_time()
+        )
+        frame = format_event(b"", event_id=event_id.encode(), retry_ms=endpoint.config.sse_retry_ms)
+        await self._writer.send(frame)
+
+    async def close_connection(self) -> None:
+        """End this POST's HTTP response now; later events wait for a resuming GET."""
+        writer = self._writer
+        if self._session is None or not writer.started or writer.broken:
+            return
+        await self._prime()
+        await writer.end_and_close()
+
+    def finish(self) -> None:
+        if self._session is not None and self.number:
+            self._session.live_streams.pop(self.number, None)
+        if self._subscriber is not None:
+            self._subscriber.close()
 
 
 class _Waiter:
@@ -167,6 +255,9 @@ class MCPEndpoint:
         self.authenticate = authenticate
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
         self._accept_cache: dict[tuple[bytes, ...], bool] = {}
+        #: Where the events of session streams wait for a client that resumes.
+        self.events: EventStore = MemoryEventStore()
+        self._broadcasts: trio.MemorySendChannel[Any] | None = None
         #: What the app's lifespan yielded, while `running` is entered.
         self.lifespan_state: Any = None
         self._paths = frozenset({config.path, config.path + "/"})
@@ -210,8 +301,7 @@ class MCPEndpoint:
                     return Response(204, cors + _preflight_headers(request))
                 response = Response(204, [(b"allow", _ALLOW)])
             elif method == "GET":
-                # The standalone event stream comes with server-initiated traffic.
-                response = Response(405, [(b"allow", b"POST, DELETE, OPTIONS")])
+                response = await self._get(request, cors)
             else:
                 response = Response(405, [(b"allow", _ALLOW)])
         except _Reject as reject:
@@ -222,15 +312,22 @@ class MCPEndpoint:
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPEndpoint]:
-        """Enter the application's lifespan (if any) for as long as the endpoint serves."""
-        if self.app.lifespan is None:
-            yield self
-            return
-        async with self.app.lifespan(self.app) as state:
-            self.lifespan_state = state
+        """Run what the endpoint needs while it serves: the application's lifespan
+        (if any) and the task that delivers server notifications to sessions."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.app.lifespan is not None:
+                self.lifespan_state = await stack.enter_async_context(self.app.lifespan(self.app))
+            nursery = await stack.enter_async_context(trio.open_nursery())
+            send, receive = trio.open_memory_channel[Any](_BROADCAST_QUEUE)
+            self._broadcasts = send
+            self.app.listeners.append(self._on_app_event)
+            nursery.start_soon(self._broadcaster, receive)
             try:
                 yield self
             finally:
+                self.app.listeners.remove(self._on_app_event)
+                self._broadcasts = None
+                send.close()
                 self.lifespan_state = None
 
     def _check_origin(self, request: Request) -> None:
@@ -356,6 +453,10 @@ class MCPEndpoint:
         self.sessions.delete(session.id)
         for scope in session.in_flight.values():
             scope.cancel()
+        if session.get_stream is not None:
+            session.get_stream.close()
+            session.get_stream = None
+        await self.events.drop_session(session.id)
         return Response(200)
 
     # ---- initialize --------------------------------------------------------
@@ -438,35 +539,152 @@ class MCPEndpoint:
         writer: Any,
     ) -> None:
         """Answer the requests of one POST (a DeferredResponse's body)."""
-        json_only = self.config.json_response_only
-
-        async def emit(data: bytes) -> None:
-            if json_only:
-                return
-            if not writer.started:
-                await writer.start(200, _SSE_HEADERS + cors)
-            await writer.send(format_event(data, event=_MESSAGE))
-
+        stream = _PostStream(self, writer, session, version, cors)
         answers: list[dict[str, Any]] = []
-        for message in messages:
-            if type(message) is Invalid:
-                answers.append(error_message(message.id, message.error))
-            elif type(message) is RPCRequest:
-                answer = await self._answer(message, request, session, version, principal, emit)
-                if answer is not None:
-                    answers.append(answer)
-        if not answers:
+        try:
+            for message in messages:
+                if type(message) is Invalid:
+                    answers.append(error_message(message.id, message.error))
+                elif type(message) is RPCRequest:
+                    answer = await self._answer(
+                        message, request, session, version, principal, stream
+                    )
+                    if answer is not None:
+                        answers.append(answer)
+            if not answers:
+                if not writer.started:
+                    await writer.respond(Response(202, cors))
+                return
+            body = dumps(answers if batch else answers[0])
             if writer.started:
-                await writer.end()
+                await stream.emit(body)
             else:
-                await writer.respond(Response(202, cors))
-            return
-        body = dumps(answers if batch else answers[0])
-        if writer.started:
-            await writer.send(format_event(body, event=_MESSAGE))
-            await writer.end()
+                await writer.respond(Response(200, _JSON_HEADERS + cors, body))
+        finally:
+            stream.finish()
+
+    # ---- the standalone GET stream, resumption, broadcasts -----------------
+
+    async def _get(self, request: Request, cors: Headers) -> DeferredResponse:
+        if not accepts(request.header_values(b"accept"), SSE):
+            raise _Reject(
+                406, INVALID_REQUEST, "Not Acceptable: Accept must allow text/event-stream"
+            )
+        principal = await self._principal(request)
+        session = self._session_for(request, principal)
+        if session is None:
+            raise _Reject(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
+        last = request.singles.get(b"last-event-id")
+        number, backlog = 0, list[StoredEvent]()
+        if last is not None:
+            found = await self.events.replay(
+                session.id, last.decode("latin-1"), trio.current_time()
+            )
+            if found is None:
+                raise _Reject(
+                    400,
+                    INVALID_REQUEST,
+                    "Bad Request: Last-Event-ID names no event of this session",
+                )
+            number, backlog = found
+        send, receive = trio.open_memory_channel[bytes](_STREAM_QUEUE)
+        if number == 0:
+            if session.get_stream is not None:
+                raise _Reject(
+                    409, INVALID_REQUEST, "Conflict: this session already has a GET stream"
+                )
+            session.get_stream = send
         else:
-            await writer.respond(Response(200, _JSON_HEADERS + cors, body))
+            live = session.live_streams.get(number)
+            if live is not None:
+                live.attach(send)
+            else:
+                send.close()  # that POST has finished: replay, then end
+        return DeferredResponse(
+            functools.partial(self._stream_get, session, number, backlog, send, receive, cors)
+        )
+
+    async def _stream_get(
+        self,
+        session: Session,
+        number: int,
+        backlog: list[StoredEvent],
+        send: trio.MemorySendChannel[bytes],
+        receive: trio.MemoryReceiveChannel[bytes],
+        cors: Headers,
+        writer: Any,
+    ) -> None:
+        """Replay what the client missed, then forward live events, with keepalives."""
+        keepalive = self.config.keepalive_s
+        try:
+            await writer.start(200, _SSE_HEADERS + cors)
+            if number == 0 and not backlog and session.protocol_version >= "2025-11-25":
+                data = b""
+                event_id = await self.events.append(session.id, 0, data, trio.current_time())
+                await writer.send(
+                    format_event(
+                        data, event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms
+                    )
+                )
+            for event in backlog:
+                await writer.send(
+                    format_event(event.data, event_id=event.event_id.encode(), event=_MESSAGE)
+                )
+            while not writer.broken:
+                with trio.move_on_after(keepalive) as idle:
+                    try:
+                        frame = await receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                if idle.cancelled_caught:
+                    await writer.send(_KEEPALIVE)  # a dead socket shows up here
+                else:
+                    await writer.send(frame)
+        finally:
+            if session.get_stream is send:
+                session.get_stream = None
+            send.close()
+            receive.close()
+
+    def _on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
+        """Called synchronously by the app; the broadcaster task does the sending."""
+        if self._broadcasts is None:
+            return
+        try:
+            self._broadcasts.send_nowait((method, params, uri))
+        except trio.WouldBlock:
+            logger.warning("notification backlog full: dropped %s", method)
+
+    async def _broadcaster(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
+        async for method, params, uri in receive:
+            data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
+            for session in self.sessions.live():
+                if uri is not None and uri not in session.subscriptions:
+                    continue
+                threshold = session.log_level
+                if (
+                    method == "notifications/message"
+                    and threshold is not None
+                    and LOG_LEVELS[params["level"]] < LOG_LEVELS[threshold]
+                ):
+                    continue
+                await self._publish(session, 0, data)
+
+    async def _publish(self, session: Session, number: int, data: bytes) -> bytes:
+        """Store `data` as the next event of stream `number`; returns its SSE frame.
+
+        For the GET stream (0) the frame also goes to the attached client, if
+        any; one that cannot keep up is detached and must resume.
+        """
+        event_id = await self.events.append(session.id, number, data, trio.current_time())
+        frame = format_event(data, event_id=event_id.encode(), event=_MESSAGE)
+        if number == 0 and session.get_stream is not None:
+            try:
+                session.get_stream.send_nowait(frame)
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                session.get_stream.close()
+                session.get_stream = None
+        return frame
 
     async def _answer(
         self,
@@ -475,7 +693,7 @@ class MCPEndpoint:
         session: Session | None,
         version: str,
         principal: object,
-        emit: Callable[[bytes], Awaitable[None]],
+        stream: _PostStream,
     ) -> dict[str, Any] | None:
         """The response to one request; None when it was cancelled."""
         handler = self._methods.get(message.method)
@@ -498,7 +716,7 @@ class MCPEndpoint:
         with trio.CancelScope() as scope:
             ask = None
             if session is not None and not self.config.json_response_only:
-                ask = functools.partial(self._ask_client, session, emit)
+                ask = functools.partial(self._ask_client, session, stream.emit)
             ctx = Context(
                 request_id=message.id,
                 session_id=session.id if session is not None else None,
@@ -507,7 +725,8 @@ class MCPEndpoint:
                 protocol_version=version,
                 client_capabilities=session.client_capabilities if session is not None else {},
                 progress_token=progress_token,
-                emit=emit,
+                emit=stream.emit,
+                close_stream=stream.close_connection,
                 log_level=session.log_level if session is not None else None,
                 cancel_scope=scope,
                 lifespan=self.lifespan_state,

@@ -472,6 +472,20 @@ class ResponseWriter:
             raise LocalProtocolError("send() needs start() first, and no end()")
         await self._write(self._conn.http.stream_chunk(piece))
 
+    async def end_and_close(self) -> None:
+        """Finish the streamed body and close the connection at once.
+
+        Whatever the handler writes afterwards is dropped (`broken` is set);
+        the connection is closed when the handler returns.
+        """
+        await self.end()
+        if not self.broken:
+            try:
+                await self._stream.send_eof()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+        self.broken = True
+
     async def end(self) -> None:
         """Finish the streamed body."""
         if self.state is not _WriterState.STREAMING:

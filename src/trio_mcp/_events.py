@@ -1,0 +1,128 @@
+"""Event buffers for resumable SSE streams (2025-03-26 to 2025-11-25).
+
+Every event the server sends on a session's streams gets an id that is
+unique within the session, in production order, and names its stream and
+its session: ``<session tag>-<stream>-<sequence>``. A client that lost a
+stream reconnects with ``Last-Event-ID`` and receives exactly the events of
+that stream that came after it. Buffers are bounded per stream by count,
+bytes and age, so a client that never comes back costs a bounded amount.
+
+The store interface is async and session-scoped so that a shared (Redis)
+store can take the in-memory one's place; the in-memory store never awaits
+and imports no trio.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol, final
+
+
+@dataclass(frozen=True, slots=True)
+class EventLimits:
+    """Bounds of one stream's buffer; the oldest events go first."""
+
+    max_events: int = 1000
+    max_bytes: int = 1024 * 1024
+    max_age_s: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    event_id: str
+    data: bytes
+
+
+class EventStore(Protocol):
+    """Where a session's events wait for a client that reconnects."""
+
+    async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        """Store `data` as the next event of `stream`; returns its event id."""
+        ...
+
+    async def replay(
+        self, session_id: str, last_event_id: str, now: float
+    ) -> tuple[int, list[StoredEvent]] | None:
+        """The stream `last_event_id` belongs to and its events after it.
+
+        None when the id does not name an event of this session.
+        """
+        ...
+
+    async def drop_session(self, session_id: str) -> None: ...
+
+
+class _SessionEvents:
+    __slots__ = ("tag", "sequence", "streams")
+
+    def __init__(self) -> None:
+        self.tag = secrets.token_hex(4)
+        self.sequence = 0
+        # stream -> deque of (sequence, event id, data, time)
+        self.streams: dict[int, deque[tuple[int, str, bytes, float]]] = {}
+
+
+@final
+class MemoryEventStore:
+    """Event buffers in this process's memory (the default)."""
+
+    def __init__(self, limits: EventLimits | None = None) -> None:
+        self.limits = limits or EventLimits()
+        self._sessions: dict[str, _SessionEvents] = {}
+        self._bytes: dict[tuple[str, int], int] = {}
+
+    async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        events = self._sessions.get(session_id)
+        if events is None:
+            events = self._sessions[session_id] = _SessionEvents()
+        events.sequence += 1
+        event_id = f"{events.tag}-{stream}-{events.sequence}"
+        buffer = events.streams.setdefault(stream, deque())
+        buffer.append((events.sequence, event_id, data, now))
+        key = (session_id, stream)
+        size = self._bytes.get(key, 0) + len(data)
+        limits = self.limits
+        while buffer and (
+            len(buffer) > limits.max_events
+            or size > limits.max_bytes
+            or now - buffer[0][3] > limits.max_age_s
+        ):
+            size -= len(buffer.popleft()[2])
+        self._bytes[key] = size
+        return event_id
+
+    async def replay(
+        self, session_id: str, last_event_id: str, now: float
+    ) -> tuple[int, list[StoredEvent]] | None:
+        events = self._sessions.get(session_id)
+        parsed = _parse(last_event_id)
+        if events is None or parsed is None:
+            return None
+        tag, stream, sequence = parsed
+        if tag != events.tag or sequence > events.sequence:
+            return None
+        buffer = events.streams.get(stream, deque())
+        max_age = self.limits.max_age_s
+        return stream, [
+            StoredEvent(event_id, data)
+            for seq, event_id, data, at in buffer
+            if seq > sequence and now - at <= max_age
+        ]
+
+    async def drop_session(self, session_id: str) -> None:
+        events = self._sessions.pop(session_id, None)
+        if events is not None:
+            for stream in events.streams:
+                self._bytes.pop((session_id, stream), None)
+
+    def buffered_bytes(self) -> int:
+        return sum(self._bytes.values())
+
+
+def _parse(event_id: str) -> tuple[str, int, int] | None:
+    parts = event_id.split("-")
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return None
+    return parts[0], int(parts[1]), int(parts[2])
