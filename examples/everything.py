@@ -188,6 +188,14 @@ async def test_list_roots(ctx: Context) -> str:
 
 
 @server.tool()
+async def test_reconnection(ctx: Context) -> str:
+    """Close the response stream mid-call; the client resumes it (SEP-1699)."""
+    await ctx.close_sse_stream()
+    await trio.sleep(0.1)  # the client reconnects with Last-Event-ID meanwhile
+    return "Reconnection test completed successfully"
+
+
+@server.tool()
 def add(a: int, b: int) -> int:
     """Add two integers (a sync tool: it runs in a worker thread)."""
     return a + b

@@ -124,13 +124,7 @@ class _PostStream:
         writer = self._writer
         session = self._session
         if not writer.started:
-            await writer.start(200, _SSE_HEADERS + self._cors)
-            if session is not None:
-                session.next_stream += 1
-                self.number = session.next_stream
-                session.live_streams[self.number] = self
-                if self._version >= "2025-11-25":
-                    await self._prime()
+            await self._open()
         if session is None:
             await writer.send(format_event(data, event=_MESSAGE))
             return
@@ -143,6 +137,16 @@ class _PostStream:
             except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                 self._subscriber.close()
                 self._subscriber = None
+
+    async def _open(self) -> None:
+        session = self._session
+        await self._writer.start(200, _SSE_HEADERS + self._cors)
+        if session is not None:
+            session.next_stream += 1
+            self.number = session.next_stream
+            session.live_streams[self.number] = self
+            if self._version >= "2025-11-25":
+                await self._prime()
 
     async def _prime(self) -> None:
         # SEP-1699: an id (and the retry hint) before anything else, so a
@@ -158,8 +162,10 @@ class _PostStream:
     async def close_connection(self) -> None:
         """End this POST's HTTP response now; later events wait for a resuming GET."""
         writer = self._writer
-        if self._session is None or not writer.started or writer.broken:
+        if self._session is None or writer.broken or self._endpoint.config.json_response_only:
             return
+        if not writer.started:
+            await self._open()
         await self._prime()
         await writer.end_and_close()
 
