@@ -1,0 +1,396 @@
+"""Server-initiated traffic over real sockets: GET streams, notifications, resumption."""
+
+from __future__ import annotations
+
+import h11
+import orjson
+import pytest
+import trio
+from _support import Client, connect, initialize_body, mcp_post
+
+from trio_mcp import Context, Server
+from trio_mcp._events import EventLimits, MemoryEventStore
+
+
+class EventReader:
+    """Reads SSE events (id, data) from a streamed response on one connection."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.pending = b""
+        self.ended = False
+
+    async def head(self, request: bytes) -> h11.Response:
+        await self.client.send(request)
+        while True:
+            event = self.client.h11.next_event()
+            if event is h11.NEED_DATA:
+                self.client.h11.receive_data(await self.client.stream.receive_some(65536))
+            elif isinstance(event, h11.Response):
+                return event
+
+    async def event(self) -> tuple[str | None, bytes, bytes]:
+        """The next event or comment: (id, data, raw)."""
+        while b"\n\n" not in self.pending:
+            event = self.client.h11.next_event()
+            if event is h11.NEED_DATA:
+                self.client.h11.receive_data(await self.client.stream.receive_some(65536))
+            elif isinstance(event, h11.Data):
+                self.pending += bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self.ended = True
+                raise EOFError("the stream ended")
+        raw, self.pending = self.pending.split(b"\n\n", 1)
+        event_id, data = None, []
+        for line in raw.split(b"\n"):
+            if line.startswith(b"id: "):
+                event_id = line[4:].decode()
+            elif line.startswith(b"data: "):
+                data.append(line[6:])
+        return event_id, b"\n".join(data), raw
+
+    async def message(self) -> tuple[str, dict]:
+        """The next event carrying a JSON-RPC message (skips comments and priming)."""
+        while True:
+            event_id, data, _ = await self.event()
+            if data:
+                assert event_id is not None
+                return event_id, orjson.loads(data)
+
+
+async def open_session(port: int, capabilities: dict | None = None) -> str:
+    body = initialize_body()
+    if capabilities is not None:
+        body["params"]["capabilities"] = capabilities
+    async with await connect(port) as client:
+        await client.send(mcp_post(body))
+        reply = await client.read_reply()
+        session = reply.header(b"mcp-session-id").decode()
+        await client.send(
+            mcp_post(
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                session=session,
+                version="2025-11-25",
+            )
+        )
+        assert (await client.read_reply()).status == 202
+    return session
+
+
+def get_request(
+    session: str | None, last_event_id: str | None = None, accept: bytes = b"text/event-stream"
+) -> bytes:
+    lines = [
+        b"GET /mcp HTTP/1.1",
+        b"Host: 127.0.0.1",
+        b"Accept: " + accept,
+        b"MCP-Protocol-Version: 2025-11-25",
+    ]
+    if session is not None:
+        lines.append(b"Mcp-Session-Id: " + session.encode())
+    if last_event_id is not None:
+        lines.append(b"Last-Event-ID: " + last_event_id.encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def post_and_read(port: int, body: dict, session: str) -> dict:
+    async with await connect(port) as client:
+        await client.send(mcp_post(body, session=session, version="2025-11-25"))
+        reply = await client.read_reply()
+        return orjson.loads(reply.body) if reply.body else {}
+
+
+def notifying_app() -> Server:
+    app = Server("notify")
+
+    @app.tool()
+    async def noop() -> str:
+        return "ok"
+
+    @app.resource("test://doc")
+    async def doc() -> str:
+        return "doc"
+
+    return app
+
+
+async def _drain(reader: EventReader) -> None:
+    while True:
+        await reader.event()
+
+
+# ---- the GET stream ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("session", "accept", "status"),
+    [
+        (None, b"text/event-stream", 400),
+        ("f" * 32, b"text/event-stream", 404),
+        ("real", b"application/json", 406),
+    ],
+)
+async def test_get_needs_a_session_and_event_stream_accept(
+    mcp_port: int, session, accept, status
+) -> None:
+    if session == "real":
+        session = await open_session(mcp_port)
+    async with await connect(mcp_port) as client:
+        await client.send(get_request(session, accept=accept))
+        assert (await client.read_reply()).status == status
+
+
+async def test_get_stream_headers_priming_and_409(mcp_port: int) -> None:
+    session = await open_session(mcp_port)
+    async with await connect(mcp_port) as c1, await connect(mcp_port) as c2:
+        reader = EventReader(c1)
+        with trio.fail_after(10):
+            head = await reader.head(get_request(session))
+            headers = dict(head.headers)
+            assert head.status_code == 200
+            assert headers[b"content-type"] == b"text/event-stream"
+            assert headers[b"cache-control"] == b"no-cache"
+            assert headers[b"x-accel-buffering"] == b"no"
+            event_id, data, raw = await reader.event()  # priming: an id, empty data, retry
+            assert event_id is not None and data == b""
+            assert b"retry: " in raw
+            await c2.send(get_request(session))
+            assert (await c2.read_reply()).status == 409
+
+
+async def test_keepalives_and_a_dead_socket_frees_the_slot(start_mcp) -> None:
+    server = await start_mcp(keepalive_s=0.1)
+    port = server.ports[0]
+    session = await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as c1:
+            reader = EventReader(c1)
+            await reader.head(get_request(session))
+            comments = 0
+            while comments < 2:
+                _, _, raw = await reader.event()
+                if raw.startswith(b":"):
+                    comments += 1
+        # c1 is gone; the next keepalive write fails and frees the slot
+        while True:
+            async with await connect(port) as c2:
+                reader = EventReader(c2)
+                head = await reader.head(get_request(session))
+                if head.status_code == 200:
+                    break
+            await trio.sleep(0.05)
+
+
+async def test_delete_closes_the_get_stream(mcp_port: int) -> None:
+    session = await open_session(mcp_port)
+    async with await connect(mcp_port) as c1, await connect(mcp_port) as c2:
+        reader = EventReader(c1)
+        with trio.fail_after(10):
+            await reader.head(get_request(session))
+            await c2.send(
+                b"DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: "
+                + session.encode()
+                + b"\r\n\r\n"
+            )
+            assert (await c2.read_reply()).status == 200
+            with pytest.raises(EOFError):
+                await _drain(reader)
+
+
+# ---- notifications --------------------------------------------------------------
+
+
+async def test_notifications_reach_the_get_streams_of_interested_sessions(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(app)
+    port = server.ports[0]
+    subscribed = await open_session(port)
+    other = await open_session(port)
+    await post_and_read(
+        port,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "resources/subscribe",
+            "params": {"uri": "test://doc"},
+        },
+        subscribed,
+    )
+    await post_and_read(
+        port,
+        {"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "error"}},
+        other,
+    )
+    async with await connect(port) as c1, await connect(port) as c2:
+        readers = {subscribed: EventReader(c1), other: EventReader(c2)}
+        with trio.fail_after(10):
+            for session, reader in readers.items():
+                await reader.head(get_request(session))
+                await reader.event()  # priming
+            app.notify_resource_updated("test://doc")
+            app.log("info", "just so you know")
+            app.notify_prompts_changed()
+
+            async def noop() -> str:
+                return "new"
+
+            app.add_tool(noop, name="added_at_run_time")
+            got = [(await readers[subscribed].message())[1]["method"] for _ in range(4)]
+            assert got == [
+                "notifications/resources/updated",
+                "notifications/message",
+                "notifications/prompts/list_changed",
+                "notifications/tools/list_changed",
+            ]
+            # the other session: not subscribed, log level error
+            got = [(await readers[other].message())[1]["method"] for _ in range(2)]
+            assert got == ["notifications/prompts/list_changed", "notifications/tools/list_changed"]
+
+
+# ---- resumption -----------------------------------------------------------------
+
+
+async def test_get_stream_resumes_with_exactly_the_missed_events(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(app)
+    port = server.ports[0]
+    session = await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as c1:
+            reader = EventReader(c1)
+            await reader.head(get_request(session))
+            await reader.event()
+            app.log("info", 1)
+            last_id, first = await reader.message()
+            assert first["params"]["data"] == 1
+        # disconnected: these wait in the buffer
+        for n in (2, 3, 4):
+            app.log("info", n)
+        await trio.sleep(0.1)
+        async with await connect(port) as c2:
+            reader = EventReader(c2)
+            head = await reader.head(get_request(session, last_event_id=last_id))
+            assert head.status_code == 200
+            ids, values = [], []
+            for _ in range(3):
+                event_id, message = await reader.message()
+                ids.append(event_id)
+                values.append(message["params"]["data"])
+            assert values == [2, 3, 4]
+            assert len(set(ids)) == 3 and last_id not in ids
+            app.log("info", 5)  # and the stream goes on live
+            assert (await reader.message())[1]["params"]["data"] == 5
+
+
+async def test_post_stream_closed_mid_call_is_resumed_to_the_end(start_mcp) -> None:
+    app = Server("resume")
+    release = trio.Event()
+
+    @app.tool()
+    async def long_call(ctx: Context) -> str:
+        await ctx.report_progress(1, 3)
+        await ctx.close_sse_stream()
+        await ctx.report_progress(2, 3)
+        await release.wait()
+        await ctx.report_progress(3, 3)
+        return "done"
+
+    server = await start_mcp(app)
+    port = server.ports[0]
+    session = await open_session(port)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": "long_call", "_meta": {"progressToken": "t"}},
+    }
+    with trio.fail_after(10):
+        async with await connect(port) as c1:
+            reader = EventReader(c1)
+            head = await reader.head(mcp_post(call, session=session, version="2025-11-25"))
+            assert dict(head.headers)[b"content-type"] == b"text/event-stream"
+            seen_ids = []
+            last_id = None
+            try:
+                while True:
+                    event_id, data, _ = await reader.event()
+                    seen_ids.append(event_id)
+                    last_id = event_id
+                    if data:
+                        assert orjson.loads(data)["params"]["progress"] == 1
+            except EOFError:
+                pass
+            assert last_id is not None  # the server sent an id (and retry) before closing
+        async with await connect(port) as c2:
+            reader = EventReader(c2)
+            head = await reader.head(get_request(session, last_event_id=last_id))
+            assert head.status_code == 200
+            _, second = await reader.message()
+            assert second["params"]["progress"] == 2
+            release.set()
+            _, third = await reader.message()
+            assert third["params"]["progress"] == 3
+            _, final = await reader.message()
+            assert final == {
+                "jsonrpc": "2.0",
+                "id": 9,
+                "result": {"content": [{"type": "text", "text": "done"}]},
+            }
+            with pytest.raises(EOFError):
+                await reader.event()  # the resumed stream ends with the response
+
+
+async def test_an_event_id_of_another_session_is_refused(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(app)
+    port = server.ports[0]
+    mine, theirs = await open_session(port), await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as c1:
+            reader = EventReader(c1)
+            await reader.head(get_request(theirs))
+            their_id, _, _ = await reader.event()
+        async with await connect(port) as c2:
+            await c2.send(get_request(mine, last_event_id=their_id))
+            assert (await c2.read_reply()).status == 400
+        async with await connect(port) as c3:
+            await c3.send(get_request(mine, last_event_id="garbage"))
+            assert (await c3.read_reply()).status == 400
+
+
+# ---- the event store --------------------------------------------------------------
+
+
+async def test_event_buffers_are_bounded_by_count_bytes_and_age() -> None:
+    store = MemoryEventStore(EventLimits(max_events=3, max_bytes=10, max_age_s=60))
+    first = await store.append("s", 1, b"a", now=0)
+    for i in range(5):
+        await store.append("s", 1, b"b", now=i)
+    found = await store.replay("s", first, now=5)
+    assert found is not None
+    assert [e.data for e in found[1]] == [b"b"] * 3  # count bound
+    await store.append("s", 2, b"x" * 8, now=5)
+    big = await store.append("s", 2, b"y" * 8, now=5)
+    assert store.buffered_bytes() <= 3 + 10
+    found = await store.replay("s", big, now=5)
+    assert found == (2, [])
+    old = await store.append("s", 3, b"old", now=0)
+    await store.append("s", 3, b"new", now=100)  # age bound drops "old" on append
+    found = await store.replay("s", old, now=100)
+    assert found is not None and [e.data for e in found[1]] == [b"new"]
+
+
+async def test_replay_is_per_stream_and_in_order() -> None:
+    store = MemoryEventStore()
+    a1 = await store.append("s", 1, b"a1", now=0)
+    await store.append("s", 2, b"b1", now=0)
+    await store.append("s", 1, b"a2", now=0)
+    await store.append("s", 2, b"b2", now=0)
+    await store.append("s", 1, b"a3", now=0)
+    found = await store.replay("s", a1, now=0)
+    assert found is not None
+    stream, events = found
+    assert stream == 1 and [e.data for e in events] == [b"a2", b"a3"]
+    assert await store.replay("other", a1, now=0) is None
+    await store.drop_session("s")
+    assert await store.replay("s", a1, now=0) is None
