@@ -12,6 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import h11
+import orjson
 import trio
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -203,3 +204,48 @@ def initialize_body(version: str = "2025-11-25", id: int = 1) -> dict:
             "clientInfo": {"name": "test", "version": "1"},
         },
     }
+
+
+class EventReader:
+    """Reads SSE events (id, data) from a streamed response on one connection."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.pending = b""
+        self.ended = False
+
+    async def head(self, request: bytes) -> h11.Response:
+        await self.client.send(request)
+        while True:
+            event = self.client.h11.next_event()
+            if event is h11.NEED_DATA:
+                self.client.h11.receive_data(await self.client.stream.receive_some(65536))
+            elif isinstance(event, h11.Response):
+                return event
+
+    async def event(self) -> tuple[str | None, bytes, bytes]:
+        """The next event or comment: (id, data, raw)."""
+        while b"\n\n" not in self.pending:
+            event = self.client.h11.next_event()
+            if event is h11.NEED_DATA:
+                self.client.h11.receive_data(await self.client.stream.receive_some(65536))
+            elif isinstance(event, h11.Data):
+                self.pending += bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self.ended = True
+                raise EOFError("the stream ended")
+        raw, self.pending = self.pending.split(b"\n\n", 1)
+        event_id, data = None, []
+        for line in raw.split(b"\n"):
+            if line.startswith(b"id: "):
+                event_id = line[4:].decode()
+            elif line.startswith(b"data: "):
+                data.append(line[6:])
+        return event_id, b"\n".join(data), raw
+
+    async def message(self) -> tuple[str | None, dict]:
+        """The next event carrying a JSON-RPC message (skips comments and priming)."""
+        while True:
+            event_id, data, _ = await self.event()
+            if data:
+                return event_id, orjson.loads(data)

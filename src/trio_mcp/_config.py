@@ -115,6 +115,9 @@ class MCPConfig:
             a dead socket is found when one fails.
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
+        legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
+        sse_path: its event stream (GET), which announces the POST URL.
+        messages_path: its POST URL (``?session_id=...`` is added).
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.
@@ -130,6 +133,9 @@ class MCPConfig:
     allowed_hosts: tuple[str, ...] = ()
     client_request_timeout_s: float = 300.0
     keepalive_s: float = 15.0
+    legacy_sse: bool = True
+    sse_path: str = "/sse"
+    messages_path: str = "/messages"
     sse_retry_ms: int = 1000
 
     def __post_init__(self) -> None:

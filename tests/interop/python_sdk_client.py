@@ -1,6 +1,8 @@
 """Drive a trio-mcp server with the official Python SDK client (legacy session mode).
 
-    python python_sdk_client.py URL
+    python python_sdk_client.py URL [streamable|sse]
+
+`sse` uses the 2024-11-05 HTTP+SSE transport (URL is then the /sse stream).
 
 Runs under the interpreter that has `mcp` installed; prints one JSON object
 with what it saw, for the test to check.
@@ -13,10 +15,11 @@ import json
 import sys
 
 from mcp import ClientSession, types
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 
-async def main(url: str) -> dict[str, object]:
+async def main(url: str, transport: str = "streamable") -> dict[str, object]:
     seen: dict[str, object] = {}
     progress: list[list[float | None]] = []
     logs: list[object] = []
@@ -41,7 +44,8 @@ async def main(url: str) -> dict[str, object]:
     async def on_roots(context: object) -> object:
         return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
 
-    async with streamable_http_client(url) as streams:
+    connect = sse_client(url) if transport == "sse" else streamable_http_client(url)
+    async with connect as streams:
         read, write = streams[0], streams[1]
         async with ClientSession(
             read,
@@ -98,4 +102,4 @@ async def main(url: str) -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(sys.argv[1]))))
+    print(json.dumps(asyncio.run(main(*sys.argv[1:]))))

@@ -23,12 +23,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-async def test_python_sdk_client_full_tour(start_mcp) -> None:
+@pytest.mark.parametrize(("transport", "path"), [("streamable", "/mcp"), ("sse", "/sse")])
+async def test_python_sdk_client_full_tour(start_mcp, transport: str, path: str) -> None:
     server = await start_mcp()
-    url = f"http://127.0.0.1:{server.ports[0]}/mcp"
+    url = f"http://127.0.0.1:{server.ports[0]}{path}"
     with trio.fail_after(120):
         result = await trio.run_process(
-            [str(PEER_PYTHON), str(HERE / "python_sdk_client.py"), url],
+            [str(PEER_PYTHON), str(HERE / "python_sdk_client.py"), url, transport],
             capture_stdout=True,
             capture_stderr=True,
             check=False,

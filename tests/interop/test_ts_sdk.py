@@ -23,12 +23,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-async def test_typescript_sdk_client_tour(start_mcp) -> None:
+@pytest.mark.parametrize(("transport", "path"), [("streamable", "/mcp"), ("sse", "/sse")])
+async def test_typescript_sdk_client_tour(start_mcp, transport: str, path: str) -> None:
     server = await start_mcp()
-    url = f"http://127.0.0.1:{server.ports[0]}/mcp"
+    url = f"http://127.0.0.1:{server.ports[0]}{path}"
     with trio.fail_after(120):
         result = await trio.run_process(
-            [str(NODE), str(HERE / "ts_sdk_client.mjs"), str(TS_SDK), url],
+            [str(NODE), str(HERE / "ts_sdk_client.mjs"), str(TS_SDK), url, transport],
             capture_stdout=True,
             capture_stderr=True,
             check=False,
@@ -45,3 +46,5 @@ async def test_typescript_sdk_client_tour(start_mcp) -> None:
     assert seen["resource"][0]["text"] == "This is the content of the static text resource."
     assert seen["prompt"][0]["content"]["text"] == "Prompt with arguments: arg1='x', arg2='y'"
     assert seen["completion"] == {"values": ["python", "pytest"], "total": 2, "hasMore": False}
+    assert seen["sampling"] == [{"type": "text", "text": "LLM response: node says hi"}]
+    assert seen["elicitation"][0]["text"].startswith("User response: action=accept")

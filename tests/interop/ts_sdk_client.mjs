@@ -1,21 +1,39 @@
 // Drive a trio-mcp server with the official TypeScript SDK client (v1).
-//   node ts_sdk_client.mjs SDK_DIR URL
+//   node ts_sdk_client.mjs SDK_DIR URL [streamable|sse]
 // SDK_DIR holds node_modules/@modelcontextprotocol/sdk; prints one JSON object.
+// `sse` uses the 2024-11-05 HTTP+SSE transport (URL is then the /sse stream).
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const [sdkDir, url] = process.argv.slice(2);
+const [sdkDir, url, kind = "streamable"] = process.argv.slice(2);
 const esm = (p) =>
   import(pathToFileURL(join(sdkDir, "node_modules/@modelcontextprotocol/sdk/dist/esm", p)).href);
 const { Client } = await esm("client/index.js");
 const { StreamableHTTPClientTransport } = await esm("client/streamableHttp.js");
+const { SSEClientTransport } = await esm("client/sse.js");
+const { CreateMessageRequestSchema, ElicitRequestSchema } = await esm("types.js");
 
-const client = new Client({ name: "trio-mcp-interop", version: "1.0.0" });
-const transport = new StreamableHTTPClientTransport(new URL(url));
+const client = new Client(
+  { name: "trio-mcp-interop", version: "1.0.0" },
+  { capabilities: { sampling: {}, elicitation: {} } },
+);
+client.setRequestHandler(CreateMessageRequestSchema, async (request) => ({
+  role: "assistant",
+  content: { type: "text", text: `node says ${request.params.messages[0].content.text}` },
+  model: "node-model",
+}));
+client.setRequestHandler(ElicitRequestSchema, async () => ({
+  action: "accept",
+  content: { username: "node", email: "n@o.de" },
+}));
+const transport =
+  kind === "sse"
+    ? new SSEClientTransport(new URL(url))
+    : new StreamableHTTPClientTransport(new URL(url));
 await client.connect(transport);
 const seen = {};
 seen.server = client.getServerVersion();
-seen.sessionId = typeof transport.sessionId;
+seen.sessionId = kind === "sse" ? "string" : typeof transport.sessionId;
 seen.tools = (await client.listTools()).tools.map((t) => t.name).sort();
 seen.echo = (await client.callTool({ name: "echo", arguments: { text: "from node" } })).content;
 const progress = [];
@@ -37,6 +55,10 @@ seen.completion = (
     argument: { name: "arg1", value: "py" },
   })
 ).completion;
-await transport.terminateSession();
+seen.sampling = (await client.callTool({ name: "test_sampling", arguments: { prompt: "hi" } })).content;
+seen.elicitation = (
+  await client.callTool({ name: "test_elicitation", arguments: { message: "who?" } })
+).content;
+if (kind !== "sse") await transport.terminateSession();
 await client.close();
 console.log(JSON.stringify(seen));

@@ -2,60 +2,13 @@
 
 from __future__ import annotations
 
-import h11
 import orjson
 import pytest
 import trio
-from _support import Client, connect, initialize_body, mcp_post
+from _support import EventReader, connect, initialize_body, mcp_post
 
 from trio_mcp import Context, Server
 from trio_mcp._events import EventLimits, MemoryEventStore
-
-
-class EventReader:
-    """Reads SSE events (id, data) from a streamed response on one connection."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.pending = b""
-        self.ended = False
-
-    async def head(self, request: bytes) -> h11.Response:
-        await self.client.send(request)
-        while True:
-            event = self.client.h11.next_event()
-            if event is h11.NEED_DATA:
-                self.client.h11.receive_data(await self.client.stream.receive_some(65536))
-            elif isinstance(event, h11.Response):
-                return event
-
-    async def event(self) -> tuple[str | None, bytes, bytes]:
-        """The next event or comment: (id, data, raw)."""
-        while b"\n\n" not in self.pending:
-            event = self.client.h11.next_event()
-            if event is h11.NEED_DATA:
-                self.client.h11.receive_data(await self.client.stream.receive_some(65536))
-            elif isinstance(event, h11.Data):
-                self.pending += bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
-                self.ended = True
-                raise EOFError("the stream ended")
-        raw, self.pending = self.pending.split(b"\n\n", 1)
-        event_id, data = None, []
-        for line in raw.split(b"\n"):
-            if line.startswith(b"id: "):
-                event_id = line[4:].decode()
-            elif line.startswith(b"data: "):
-                data.append(line[6:])
-        return event_id, b"\n".join(data), raw
-
-    async def message(self) -> tuple[str, dict]:
-        """The next event carrying a JSON-RPC message (skips comments and priming)."""
-        while True:
-            event_id, data, _ = await self.event()
-            if data:
-                assert event_id is not None
-                return event_id, orjson.loads(data)
 
 
 async def open_session(port: int, capabilities: dict | None = None) -> str:

@@ -176,6 +176,34 @@ class _PostStream:
             self._subscriber.close()
 
 
+class _LegacyStream:
+    """Where a legacy HTTP+SSE request's messages go: its session's one stream."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    async def emit(self, data: bytes) -> None:
+        channel = self._session.get_stream
+        if channel is not None:
+            try:
+                await channel.send(format_event(data, event=_MESSAGE))
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the stream is gone, and the session with it
+
+    async def close_connection(self) -> None:
+        """Nothing to do: on HTTP+SSE every answer shares the session's stream."""
+
+
+def _query_value(query: str, name: str) -> str | None:
+    for pair in query.split("&"):
+        key, sep, value = pair.partition("=")
+        if key == name and sep:
+            return value
+    return None
+
+
 class _Waiter:
     """A request we sent to the client, waiting for the response to arrive in a POST."""
 
@@ -264,9 +292,14 @@ class MCPEndpoint:
         #: Where the events of session streams wait for a client that resumes.
         self.events: EventStore = MemoryEventStore()
         self._broadcasts: trio.MemorySendChannel[Any] | None = None
+        #: Runs the requests of legacy HTTP+SSE sessions (answered on their stream).
+        self._nursery: trio.Nursery | None = None
         #: What the app's lifespan yielded, while `running` is entered.
         self.lifespan_state: Any = None
         self._paths = frozenset({config.path, config.path + "/"})
+        self._legacy_paths = (
+            frozenset({config.sse_path, config.messages_path}) if config.legacy_sse else frozenset()
+        )
         self._loopback = config.http.host in _LOOPBACK_BINDS
         self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in config.allowed_origins)
         self._hosts = frozenset(h.encode().lower() for h in config.allowed_hosts)
@@ -289,6 +322,8 @@ class MCPEndpoint:
 
     async def __call__(self, request: Request) -> Response | DeferredResponse:
         if request.path not in self._paths:
+            if request.path in self._legacy_paths:
+                return await self._legacy(request)
             return Response(404, [(b"content-type", b"text/plain")], b"not found\n")
         try:
             self._check_origin(request)
@@ -324,6 +359,7 @@ class MCPEndpoint:
             if self.app.lifespan is not None:
                 self.lifespan_state = await stack.enter_async_context(self.app.lifespan(self.app))
             nursery = await stack.enter_async_context(trio.open_nursery())
+            self._nursery = nursery
             send, receive = trio.open_memory_channel[Any](_BROADCAST_QUEUE)
             self._broadcasts = send
             self.app.listeners.append(self._on_app_event)
@@ -333,6 +369,7 @@ class MCPEndpoint:
             finally:
                 self.app.listeners.remove(self._on_app_event)
                 self._broadcasts = None
+                self._nursery = None
                 send.close()
                 self.lifespan_state = None
 
@@ -479,27 +516,10 @@ class MCPEndpoint:
                 ]
             )
             return Response(200, _JSON_HEADERS, body)
-        params = message.params
-        capabilities = params.get("capabilities")
-        client_info = params.get("clientInfo")
-        if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
-            body = dumps(
-                error_message(
-                    message.id,
-                    MCPError(
-                        INVALID_PARAMS, "Invalid params: capabilities and clientInfo are required"
-                    ),
-                )
-            )
-            return Response(200, _JSON_HEADERS, body)
-        version = negotiate(params.get("protocolVersion"))
-        result: dict[str, Any] = {
-            "protocolVersion": version,
-            "capabilities": self.app.capabilities(),
-            "serverInfo": self._server_info(),
-        }
-        if self.app.instructions is not None:
-            result["instructions"] = self.app.instructions
+        try:
+            version, capabilities, client_info, result = self._initialize_result(message.params)
+        except MCPError as exc:
+            return Response(200, _JSON_HEADERS, dumps(error_message(message.id, exc)))
         headers = list(_JSON_HEADERS)
         if not self.config.stateless:
             try:
@@ -516,6 +536,26 @@ class MCPEndpoint:
             headers.append((b"mcp-session-id", session.id.encode("ascii")))
         body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
         return Response(200, headers, body)
+
+    def _initialize_result(
+        self, params: dict[str, Any]
+    ) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+        """(version, client capabilities, client info, InitializeResult) for an initialize."""
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
+            raise MCPError(
+                INVALID_PARAMS, "Invalid params: capabilities and clientInfo are required"
+            )
+        version = negotiate(params.get("protocolVersion"))
+        result: dict[str, Any] = {
+            "protocolVersion": version,
+            "capabilities": self.app.capabilities(),
+            "serverInfo": self._server_info(),
+        }
+        if self.app.instructions is not None:
+            result["instructions"] = self.app.instructions
+        return version, capabilities, client_info, result
 
     def _server_info(self) -> dict[str, Any]:
         info: dict[str, Any] = {"name": self.app.name, "version": self.app.version}
@@ -652,6 +692,129 @@ class MCPEndpoint:
             send.close()
             receive.close()
 
+    # ---- the 2024-11-05 HTTP+SSE transport ----------------------------------
+
+    async def _legacy(self, request: Request) -> Response | DeferredResponse:
+        try:
+            self._check_origin(request)
+        except _Reject as reject:
+            return _error_response(reject.status, reject.code, reject.message)
+        cors = _cors_headers(request)
+        try:
+            if request.path == self.config.sse_path:
+                if request.method not in ("GET", "HEAD"):
+                    return Response(405, [(b"allow", b"GET")] + cors)
+                return await self._legacy_open(request, cors)
+            if request.method != "POST":
+                return Response(405, [(b"allow", b"POST")] + cors)
+            response = await self._legacy_post(request)
+        except _Reject as reject:
+            response = _error_response(reject.status, reject.code, reject.message, reject.headers)
+        response.headers = response.headers + cors
+        return response
+
+    async def _legacy_open(self, request: Request, cors: Headers) -> DeferredResponse:
+        """GET /sse: a session whose every answer travels on this stream."""
+        if not accepts(request.header_values(b"accept") or [b"*/*"], SSE):
+            raise _Reject(406, INVALID_REQUEST, "Not Acceptable: use text/event-stream")
+        if self._nursery is None:
+            raise _Reject(503, INTERNAL_ERROR, "Service Unavailable: the endpoint is not running")
+        principal = await self._principal(request)
+        try:
+            session = self.sessions.create(principal, "2024-11-05", {}, {}, trio.current_time())
+        except SessionsFull:
+            raise _Reject(
+                503,
+                INTERNAL_ERROR,
+                "Service Unavailable: too many sessions",
+                [(b"retry-after", b"5")],
+            ) from None
+        send, receive = trio.open_memory_channel[bytes](_STREAM_QUEUE)
+        session.get_stream = send
+        return DeferredResponse(functools.partial(self._legacy_stream, session, receive, cors))
+
+    async def _legacy_stream(
+        self,
+        session: Session,
+        receive: trio.MemoryReceiveChannel[bytes],
+        cors: Headers,
+        writer: Any,
+    ) -> None:
+        keepalive = self.config.keepalive_s
+        endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
+        try:
+            await writer.start(200, _SSE_HEADERS + cors)
+            await writer.send(format_event(endpoint, event=b"endpoint"))
+            while not writer.broken:
+                with trio.move_on_after(keepalive) as idle:
+                    try:
+                        frame = await receive.receive()
+                    except trio.EndOfChannel:
+                        break
+                if idle.cancelled_caught:
+                    await writer.send(_KEEPALIVE)
+                else:
+                    await writer.send(frame)
+        finally:
+            # The stream is the session: when it goes, so does everything it holds.
+            self.sessions.delete(session.id)
+            for scope in session.in_flight.values():
+                scope.cancel()
+            session.get_stream = None
+            receive.close()
+
+    async def _legacy_post(self, request: Request) -> Response:
+        """POST /messages?session_id=...: accepted at once, answered on the stream."""
+        session_id = _query_value(request.query, "session_id")
+        if session_id is None:
+            raise _Reject(400, INVALID_REQUEST, "Bad Request: session_id is required")
+        principal = await self._principal(request)
+        session = self.sessions.get(session_id, trio.current_time())
+        if session is None or session.get_stream is None:
+            raise _Reject(404, INVALID_REQUEST, "Session not found")
+        if session.principal != principal:
+            raise _Reject(
+                403, INVALID_REQUEST, "Forbidden: the session belongs to another principal"
+            )
+        if not is_json_content_type(request.singles.get(b"content-type")):
+            raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
+        try:
+            messages, _ = decode_body(request.body, allow_batch=False)
+        except MCPError as exc:
+            raise _Reject(400, exc.code, exc.message) from None
+        message = messages[0]
+        if type(message) is Notification:
+            self._notification(message, session)
+        elif type(message) is RPCResponse:
+            waiter = session.pending.get(message.id) if type(message.id) is int else None
+            if waiter is not None:
+                waiter.resolve(message)
+        elif type(message) is RPCRequest:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._legacy_answer, request, session, message, principal)
+        return Response(202, [(b"content-type", b"text/plain")], b"Accepted")
+
+    async def _legacy_answer(
+        self, request: Request, session: Session, message: RPCRequest, principal: object
+    ) -> None:
+        stream = _LegacyStream(session)
+        if message.method == "initialize":
+            try:
+                version, capabilities, client_info, result = self._initialize_result(message.params)
+            except MCPError as exc:
+                answer: dict[str, Any] | None = error_message(message.id, exc)
+            else:
+                session.protocol_version = version
+                session.client_capabilities = capabilities
+                session.client_info = client_info
+                answer = {"jsonrpc": "2.0", "id": message.id, "result": result}
+        else:
+            answer = await self._answer(
+                message, request, session, session.protocol_version, principal, stream
+            )
+        if answer is not None:
+            await stream.emit(dumps(answer))
+
     def _on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         """Called synchronously by the app; the broadcaster task does the sending."""
         if self._broadcasts is None:
@@ -699,7 +862,7 @@ class MCPEndpoint:
         session: Session | None,
         version: str,
         principal: object,
-        stream: _PostStream,
+        stream: _PostStream | _LegacyStream,
     ) -> dict[str, Any] | None:
         """The response to one request; None when it was cancelled."""
         handler = self._methods.get(message.method)
