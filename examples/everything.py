@@ -196,6 +196,20 @@ async def test_reconnection(ctx: Context) -> str:
 
 
 @server.tool()
+async def test_trigger_tool_change() -> str:
+    """Tell every session that the tool list changed."""
+    server.notify_tools_changed()
+    return "Tool list change notified"
+
+
+@server.tool()
+async def test_trigger_resource_update(uri: str = "test://watched-resource") -> str:
+    """Tell the sessions subscribed to `uri` that it changed."""
+    server.notify_resource_updated(uri)
+    return f"Update of {uri} notified"
+
+
+@server.tool()
 def add(a: int, b: int) -> int:
     """Add two integers (a sync tool: it runs in a worker thread)."""
     return a + b

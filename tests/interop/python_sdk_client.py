@@ -41,6 +41,14 @@ async def main(url: str, transport: str = "streamable") -> dict[str, object]:
     async def on_elicitation(context: object, params: types.ElicitRequestParams) -> object:
         return types.ElicitResult(action="accept", content={"username": "ann", "email": "a@b.c"})
 
+    notifications: list[str] = []
+
+    async def on_message(message: object) -> None:
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", None)
+        if isinstance(method, str) and method.endswith(("list_changed", "updated")):
+            notifications.append(method)
+
     async def on_roots(context: object) -> object:
         return types.ListRootsResult(roots=[types.Root(uri="file:///tmp/project", name="project")])
 
@@ -54,6 +62,7 @@ async def main(url: str, transport: str = "streamable") -> dict[str, object]:
             sampling_callback=on_sampling,
             elicitation_callback=on_elicitation,
             list_roots_callback=on_roots,
+            message_handler=on_message,
         ) as session:
             init = await session.initialize()
             seen["protocol_version"] = init.protocol_version
@@ -98,6 +107,18 @@ async def main(url: str, transport: str = "streamable") -> dict[str, object]:
             seen["elicitation"] = [c.text for c in elicited.content]
             roots = await session.call_tool("test_list_roots", {})
             seen["roots"] = [c.text for c in roots.content]
+            await session.subscribe_resource("test://watched-resource")
+            await session.call_tool("test_trigger_tool_change", {})
+            await session.call_tool("test_trigger_resource_update", {})
+            for _ in range(100):  # they arrive on the session's own stream, asynchronously
+                if len(notifications) >= 2:
+                    break
+                await asyncio.sleep(0.05)
+            seen["notifications"] = sorted(notifications)
+            if transport == "streamable":
+                # the server closes the call's stream mid-call; the client resumes it
+                resumed = await session.call_tool("test_reconnection", {})
+                seen["reconnection"] = [c.text for c in resumed.content]
     return seen
 
 

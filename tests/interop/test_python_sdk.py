@@ -61,3 +61,9 @@ async def test_python_sdk_client_full_tour(start_mcp, transport: str, path: str)
         "User response: action=accept, content={'username': 'ann', 'email': 'a@b.c'}"
     ]
     assert seen["roots"] == ["file:///tmp/project"]
+    assert seen["notifications"] == [
+        "notifications/resources/updated",
+        "notifications/tools/list_changed",
+    ]
+    if transport == "streamable":
+        assert seen["reconnection"] == ["Reconnection test completed successfully"]

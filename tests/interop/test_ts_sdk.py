@@ -48,3 +48,11 @@ async def test_typescript_sdk_client_tour(start_mcp, transport: str, path: str) 
     assert seen["completion"] == {"values": ["python", "pytest"], "total": 2, "hasMore": False}
     assert seen["sampling"] == [{"type": "text", "text": "LLM response: node says hi"}]
     assert seen["elicitation"][0]["text"].startswith("User response: action=accept")
+    assert seen["notifications"] == [
+        "notifications/resources/updated",
+        "notifications/tools/list_changed",
+    ]
+    if transport == "streamable":
+        assert seen["reconnection"] == [
+            {"type": "text", "text": "Reconnection test completed successfully"}
+        ]

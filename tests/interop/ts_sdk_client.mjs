@@ -11,7 +11,12 @@ const esm = (p) =>
 const { Client } = await esm("client/index.js");
 const { StreamableHTTPClientTransport } = await esm("client/streamableHttp.js");
 const { SSEClientTransport } = await esm("client/sse.js");
-const { CreateMessageRequestSchema, ElicitRequestSchema } = await esm("types.js");
+const {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ToolListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+} = await esm("types.js");
 
 const client = new Client(
   { name: "trio-mcp-interop", version: "1.0.0" },
@@ -26,6 +31,9 @@ client.setRequestHandler(ElicitRequestSchema, async () => ({
   action: "accept",
   content: { username: "node", email: "n@o.de" },
 }));
+const notifications = [];
+client.setNotificationHandler(ToolListChangedNotificationSchema, (n) => notifications.push(n.method));
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => notifications.push(n.method));
 const transport =
   kind === "sse"
     ? new SSEClientTransport(new URL(url))
@@ -59,6 +67,17 @@ seen.sampling = (await client.callTool({ name: "test_sampling", arguments: { pro
 seen.elicitation = (
   await client.callTool({ name: "test_elicitation", arguments: { message: "who?" } })
 ).content;
-if (kind !== "sse") await transport.terminateSession();
+await client.subscribeResource({ uri: "test://watched-resource" });
+await client.callTool({ name: "test_trigger_tool_change", arguments: {} });
+await client.callTool({ name: "test_trigger_resource_update", arguments: {} });
+for (let i = 0; i < 100 && notifications.length < 2; i++) {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+seen.notifications = notifications.sort();
+if (kind !== "sse") {
+  // the server closes the call's stream mid-call; the client resumes it
+  seen.reconnection = (await client.callTool({ name: "test_reconnection", arguments: {} })).content;
+  await transport.terminateSession();
+}
 await client.close();
 console.log(JSON.stringify(seen));
