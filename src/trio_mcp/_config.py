@@ -115,6 +115,8 @@ class MCPConfig:
             a dead socket is found when one fails.
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
+        event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
+            of each stream's buffer of events kept for clients that resume.
         legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
         sse_path: its event stream (GET), which announces the POST URL.
         messages_path: its POST URL (``?session_id=...`` is added).
@@ -133,12 +135,19 @@ class MCPConfig:
     allowed_hosts: tuple[str, ...] = ()
     client_request_timeout_s: float = 300.0
     keepalive_s: float = 15.0
+    event_buffer_events: int = 1000
+    event_buffer_bytes: int = 1024 * 1024
+    event_buffer_age_s: float = 300.0
     legacy_sse: bool = True
     sse_path: str = "/sse"
     messages_path: str = "/messages"
     sse_retry_ms: int = 1000
 
     def __post_init__(self) -> None:
+        if self.event_buffer_events < 1 or self.event_buffer_bytes < 1:
+            raise ValueError("event buffers must hold at least one event and one byte")
+        if not self.event_buffer_age_s > 0:
+            raise ValueError("event_buffer_age_s must be positive")
         if not self.keepalive_s > 0:
             raise ValueError("keepalive_s must be positive")
         if self.sse_retry_ms < 0:

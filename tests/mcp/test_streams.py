@@ -347,3 +347,24 @@ async def test_replay_is_per_stream_and_in_order() -> None:
     assert await store.replay("other", a1, now=0) is None
     await store.drop_session("s")
     assert await store.replay("s", a1, now=0) is None
+
+
+async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(app, event_buffer_events=2)
+    port = server.ports[0]
+    session = await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as c1:
+            reader = EventReader(c1)
+            await reader.head(get_request(session))
+            app.log("info", 0)
+            last_id, _ = await reader.message()
+        for n in (1, 2, 3, 4):
+            app.log("info", n)
+        await trio.sleep(0.1)
+        async with await connect(port) as c2:
+            reader = EventReader(c2)
+            await reader.head(get_request(session, last_event_id=last_id))
+            values = [(await reader.message())[1]["params"]["data"] for _ in range(2)]
+            assert values == [3, 4]  # only the newest two were kept

@@ -32,7 +32,7 @@ from .._app import (
 )
 from .._config import MCPConfig
 from .._errors import MCPError
-from .._events import EventStore, MemoryEventStore, StoredEvent
+from .._events import EventLimits, EventStore, MemoryEventStore, StoredEvent
 from .._http11 import DeferredResponse, Headers, Request, Response
 from .._json import dumps
 from .._jsonrpc import (
@@ -290,7 +290,11 @@ class MCPEndpoint:
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
         self._accept_cache: dict[tuple[bytes, ...], bool] = {}
         #: Where the events of session streams wait for a client that resumes.
-        self.events: EventStore = MemoryEventStore()
+        self.events: EventStore = MemoryEventStore(
+            EventLimits(
+                config.event_buffer_events, config.event_buffer_bytes, config.event_buffer_age_s
+            )
+        )
         self._broadcasts: trio.MemorySendChannel[Any] | None = None
         #: Runs the requests of legacy HTTP+SSE sessions (answered on their stream).
         self._nursery: trio.Nursery | None = None
