@@ -368,3 +368,44 @@ async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
             await reader.head(get_request(session, last_event_id=last_id))
             values = [(await reader.message())[1]["params"]["data"] for _ in range(2)]
             assert values == [3, 4]  # only the newest two were kept
+
+
+async def test_a_client_that_disconnects_mid_call_resumes_without_loss(start_mcp) -> None:
+    app = Server("dropper")
+    step = trio.Event()
+    finished = trio.Event()
+
+    @app.tool()
+    async def slow(ctx: Context) -> str:
+        await ctx.report_progress(1, 3)
+        await step.wait()  # the client has gone by now: not a cancellation
+        await ctx.report_progress(2, 3)
+        await ctx.report_progress(3, 3)
+        finished.set()
+        return "complete"
+
+    server = await start_mcp(app)
+    port = server.ports[0]
+    session = await open_session(port)
+    call = {
+        "jsonrpc": "2.0",
+        "id": 5,
+        "method": "tools/call",
+        "params": {"name": "slow", "_meta": {"progressToken": 1}},
+    }
+    with trio.fail_after(10):
+        async with await connect(port) as c1:
+            reader = EventReader(c1)
+            await reader.head(mcp_post(call, session=session, version="2025-11-25"))
+            last_id, first = await reader.message()
+            assert first["params"]["progress"] == 1
+        step.set()  # the connection is closed; the handler goes on
+        await finished.wait()
+        async with await connect(port) as c2:
+            reader = EventReader(c2)
+            await reader.head(get_request(session, last_event_id=last_id))
+            rest = [(await reader.message())[1] for _ in range(3)]
+            assert [m.get("params", {}).get("progress") for m in rest[:2]] == [2, 3]
+            assert rest[2]["result"]["content"][0]["text"] == "complete"
+            with pytest.raises(EOFError):
+                await reader.event()
