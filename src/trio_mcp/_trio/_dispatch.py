@@ -1,0 +1,249 @@
+"""The MCP methods of the 2025 revisions, over a `Server` application.
+
+`Dispatcher` turns ``tools/call``, ``resources/read``, ``prompts/get`` and the
+other methods into calls of the registered functions and their results into
+MCP result objects. It knows nothing of HTTP: the endpoint decides what a
+request may run and where its answer goes.
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from .._app import (
+    LOG_LEVELS,
+    Context,
+    Server,
+    ToolError,
+    prompt_messages,
+    resource_contents,
+    tool_result,
+)
+from .._errors import MCPError
+from .._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from .._versions import at_least
+
+logger = logging.getLogger("trio_mcp.endpoint")
+
+
+class Dispatcher:
+    """Answers MCP requests from the functions registered on `app`."""
+
+    def __init__(self, app: Server) -> None:
+        self.app = app
+        #: JSON-RPC method name -> handler(params, ctx, session, version) -> result.
+        self.methods: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
+            "ping": self._ping,
+            "tools/list": self._tools_list,
+            "tools/call": self._tools_call,
+            "resources/list": self._resources_list,
+            "resources/templates/list": self._resource_templates_list,
+            "resources/read": self._resources_read,
+            "resources/subscribe": self._resources_subscribe,
+            "resources/unsubscribe": self._resources_unsubscribe,
+            "prompts/list": self._prompts_list,
+            "prompts/get": self._prompts_get,
+            "logging/setLevel": self._logging_set_level,
+            "completion/complete": self._completion_complete,
+        }
+
+    async def _call(self, fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
+        if is_async:
+            return await fn(**kwargs)
+        # Sync handlers run in a worker thread so they never block the server.
+        return await trio.to_thread.run_sync(functools.partial(fn, **kwargs))
+
+    async def _ping(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return {}
+
+    def _page(
+        self, items: list[dict[str, Any]], params: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        start = _decode_cursor(params.get("cursor"))
+        end = start + self.app.page_size
+        result: dict[str, Any] = {key: items[start:end]}
+        if end < len(items):
+            result["nextCursor"] = _encode_cursor(end)
+        return result
+
+    async def _tools_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return self._page([t.listing for t in self.app.tools.values()], params, "tools")
+
+    async def _tools_call(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        name = params.get("name")
+        tool = self.app.tools.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
+        arguments = params.get("arguments", {})
+        if arguments is None:
+            arguments = {}
+        problem = (
+            tool.validate(arguments)
+            if isinstance(arguments, dict)
+            else "arguments must be an object"
+        )
+        if problem is not None:
+            message = f"Invalid arguments for tool {tool.name}: {problem}"
+            if at_least(version, "2025-11-25"):
+                return {"content": [{"type": "text", "text": message}], "isError": True}
+            raise MCPError(INVALID_PARAMS, message)
+        kwargs = {k: v for k, v in arguments.items() if k in tool.param_names}
+        if tool.context_param is not None:
+            kwargs[tool.context_param] = ctx
+        try:
+            value = await self._call(tool.fn, tool.is_async, kwargs)
+        except (MCPError, trio.Cancelled):
+            raise
+        except ToolError as exc:
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+        except Exception:
+            logger.exception("tool %s failed", tool.name)
+            return {
+                "content": [{"type": "text", "text": f"Tool {tool.name} failed"}],
+                "isError": True,
+            }
+        return tool_result(tool, value)
+
+    async def _resources_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return self._page([r.listing for r in self.app.resources.values()], params, "resources")
+
+    async def _resource_templates_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        listings = [t.listing for t in self.app.resource_templates.values()]
+        return self._page(listings, params, "resourceTemplates")
+
+    async def _resources_read(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        uri = _uri(params)
+        resource = self.app.resources.get(uri)
+        if resource is not None:
+            kwargs: dict[str, Any] = {}
+            if resource.context_param is not None:
+                kwargs[resource.context_param] = ctx
+            value = await self._call(resource.fn, resource.is_async, kwargs)
+            return {"contents": resource_contents(uri, resource.mime_type, value)}
+        for template in self.app.resource_templates.values():
+            match = template.pattern.fullmatch(uri)
+            if match is not None:
+                kwargs = dict(match.groupdict())
+                if template.context_param is not None:
+                    kwargs[template.context_param] = ctx
+                value = await self._call(template.fn, template.is_async, kwargs)
+                return {"contents": resource_contents(uri, template.mime_type, value)}
+        raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+
+    async def _resources_subscribe(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        uri = _uri(params)
+        if session is not None:
+            session.subscriptions.add(uri)
+        return {}
+
+    async def _resources_unsubscribe(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        uri = _uri(params)
+        if session is not None:
+            session.subscriptions.discard(uri)
+        return {}
+
+    async def _prompts_list(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        return self._page([p.listing for p in self.app.prompts.values()], params, "prompts")
+
+    async def _prompts_get(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        name = params.get("name")
+        prompt = self.app.prompts.get(name) if isinstance(name, str) else None
+        if prompt is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown prompt: {name}")
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict):
+            raise MCPError(INVALID_PARAMS, "Invalid params: arguments must be an object")
+        missing = sorted(prompt.required - arguments.keys())
+        if missing:
+            raise MCPError(INVALID_PARAMS, f"Missing required arguments: {', '.join(missing)}")
+        kwargs = {k: v for k, v in arguments.items() if k in prompt.param_names}
+        if prompt.context_param is not None:
+            kwargs[prompt.context_param] = ctx
+        value = await self._call(prompt.fn, prompt.is_async, kwargs)
+        result: dict[str, Any] = {"messages": prompt_messages(value)}
+        description = prompt.listing.get("description")
+        if description is not None:
+            result["description"] = description
+        return result
+
+    async def _logging_set_level(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise MCPError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+        if session is not None:
+            session.log_level = level
+        return {}
+
+    async def _completion_complete(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        completer = self.app.completer
+        if completer is None:
+            raise MCPError(METHOD_NOT_FOUND, "Method not found: completion/complete")
+        ref, argument = params.get("ref"), params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise MCPError(INVALID_PARAMS, "Invalid params: ref and argument are required")
+        context = params.get("context")
+        given = context.get("arguments", {}) if isinstance(context, dict) else {}
+        kwargs = {"ref": ref, "argument": argument, "context_arguments": given}
+        values = list(await self._call(completer, inspect.iscoroutinefunction(completer), kwargs))
+        return {
+            "completion": {
+                "values": values[:100],
+                "total": len(values),
+                "hasMore": len(values) > 100,
+            }
+        }
+
+
+def _uri(params: dict[str, Any]) -> str:
+    uri = params.get("uri")
+    if not isinstance(uri, str):
+        raise MCPError(INVALID_PARAMS, "Invalid params: uri must be a string")
+    return uri
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(b"o:%d" % offset).decode("ascii")
+
+
+def _decode_cursor(cursor: object) -> int:
+    if cursor is None:
+        return 0
+    if isinstance(cursor, str):
+        try:
+            raw = base64.urlsafe_b64decode(cursor.encode("ascii"))
+            if raw.startswith(b"o:") and raw[2:].isdigit():
+                return int(raw[2:])
+        except (ValueError, UnicodeEncodeError):
+            pass
+    raise MCPError(INVALID_PARAMS, "Invalid params: bad cursor")
