@@ -160,6 +160,18 @@ class Context:
         )
         return result
 
+    async def elicitation_complete(self, elicitation_id: str) -> None:
+        """Tell the client a URL-mode elicitation finished (2025-11-25)."""
+        await self._emit(
+            dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/elicitation/complete",
+                    "params": {"elicitationId": elicitation_id},
+                }
+            )
+        )
+
     async def sample(
         self,
         messages: list[dict[str, Any]],

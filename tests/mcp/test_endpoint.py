@@ -981,3 +981,53 @@ async def test_answers_from_another_session_are_ignored(mcp_port: int) -> None:
             await second.post({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "cancel"}})
             final = await _read_event(c1)
         assert "action=cancel" in final["result"]["content"][0]["text"]
+
+
+async def test_url_mode_elicitation_and_its_completion(start_mcp, nursery) -> None:
+    app = Server("url-mode")
+
+    @app.tool()
+    async def connect_account(ctx: Context) -> str:
+        answer = await ctx.elicit_url("Sign in, please", "https://example.test/auth", "el-1")
+        await ctx.elicitation_complete("el-1")
+        return answer["action"]
+
+    server = await start_mcp(app)
+    port = server.ports[0]
+    async with await connect(port) as c1, await connect(port) as c2:
+        first, second = MCP(c1), MCP(c2)
+        await _initialize_with(first, {"elicitation": {"url": {}}})
+        second.session, second.version = first.session, first.version
+        await c1.send(
+            mcp_post(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/call",
+                    "params": {"name": "connect_account"},
+                },
+                session=first.session,
+                version="2025-11-25",
+            )
+        )
+        with trio.fail_after(10):
+            head = c1.h11.next_event()
+            while head is h11.NEED_DATA:
+                c1.h11.receive_data(await c1.stream.receive_some(65536))
+                head = c1.h11.next_event()
+            asked = await _read_event(c1)
+            assert asked["params"] == {
+                "mode": "url",
+                "message": "Sign in, please",
+                "url": "https://example.test/auth",
+                "elicitationId": "el-1",
+            }
+            await second.post({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "accept"}})
+            done = await _read_event(c1)
+            assert done == {
+                "jsonrpc": "2.0",
+                "method": "notifications/elicitation/complete",
+                "params": {"elicitationId": "el-1"},
+            }
+            final = await _read_event(c1)
+        assert final["result"]["content"][0]["text"] == "accept"

@@ -409,3 +409,19 @@ async def test_a_client_that_disconnects_mid_call_resumes_without_loss(start_mcp
             assert rest[2]["result"]["content"][0]["text"] == "complete"
             with pytest.raises(EOFError):
                 await reader.event()
+
+
+async def test_removing_a_tool_at_run_time_notifies(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(app)
+    port = server.ports[0]
+    session = await open_session(port)
+    async with await connect(port) as client:
+        reader = EventReader(client)
+        with trio.fail_after(10):
+            await reader.head(get_request(session))
+            await reader.event()
+            app.remove_tool("noop")
+            _, message = await reader.message()
+    assert message["method"] == "notifications/tools/list_changed"
+    assert "noop" not in app.tools
