@@ -116,7 +116,8 @@ class MCPConfig:
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
-            of each stream's buffer of events kept for clients that resume.
+            of each stream's buffer of events kept for clients that resume
+            (memory for resumption is at most sessions x streams x bytes).
         legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
         sse_path: its event stream (GET), which announces the POST URL.
         messages_path: its POST URL (``?session_id=...`` is added).
@@ -135,9 +136,9 @@ class MCPConfig:
     allowed_hosts: tuple[str, ...] = ()
     client_request_timeout_s: float = 300.0
     keepalive_s: float = 15.0
-    event_buffer_events: int = 1000
-    event_buffer_bytes: int = 1024 * 1024
-    event_buffer_age_s: float = 300.0
+    event_buffer_events: int = 256
+    event_buffer_bytes: int = 256 * 1024
+    event_buffer_age_s: float = 120.0
     legacy_sse: bool = True
     sse_path: str = "/sse"
     messages_path: str = "/messages"

@@ -24,9 +24,9 @@ from typing import Protocol, final
 class EventLimits:
     """Bounds of one stream's buffer; the oldest events go first."""
 
-    max_events: int = 1000
-    max_bytes: int = 1024 * 1024
-    max_age_s: float = 300.0
+    max_events: int = 256
+    max_bytes: int = 256 * 1024
+    max_age_s: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +116,18 @@ class MemoryEventStore:
         if events is not None:
             for stream in events.streams:
                 self._bytes.pop((session_id, stream), None)
+
+    def prune(self, now: float) -> None:
+        """Drop events older than the age bound everywhere (buffers of quiet streams too)."""
+        max_age = self.limits.max_age_s
+        for session_id, events in list(self._sessions.items()):
+            for stream, buffer in list(events.streams.items()):
+                key = (session_id, stream)
+                while buffer and now - buffer[0][3] > max_age:
+                    self._bytes[key] -= len(buffer.popleft()[2])
+                if not buffer:
+                    del events.streams[stream]
+                    self._bytes.pop(key, None)
 
     def buffered_bytes(self) -> int:
         return sum(self._bytes.values())

@@ -86,11 +86,11 @@ class SessionsFull(Exception):
 class SessionTable:
     """The sessions of one process, bounded in number, expiring when idle.
 
-    Time spent inside a running request does not count as idle: a session
-    with active requests never expires.
+    Time spent inside a running request, or with an event stream open, does
+    not count as idle: a session with active requests never expires.
     """
 
-    __slots__ = ("_sessions", "max_sessions", "idle_timeout_s", "_new_id")
+    __slots__ = ("_sessions", "max_sessions", "idle_timeout_s", "_new_id", "_ended")
 
     def __init__(
         self,
@@ -102,6 +102,9 @@ class SessionTable:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
         self._new_id = new_id
+        # Sessions that expired and still hold resources elsewhere (streams,
+        # event buffers); the owner collects them with `take_ended`.
+        self._ended: list[Session] = []
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -134,6 +137,7 @@ class SessionTable:
             return None
         if self._expired(session, now):
             del self._sessions[session_id]
+            self._ended.append(session)
             return None
         session.last_active = now
         return session
@@ -150,7 +154,13 @@ class SessionTable:
         gone = [s for s in self._sessions.values() if self._expired(s, now)]
         for session in gone:
             del self._sessions[session.id]
+        self._ended.extend(gone)
         return gone
+
+    def take_ended(self) -> list[Session]:
+        """The sessions that expired since the last call, for their owner to clean up."""
+        ended, self._ended = self._ended, []
+        return ended
 
     def _expired(self, session: Session, now: float) -> bool:
         return session.active_requests == 0 and now - session.last_active > self.idle_timeout_s

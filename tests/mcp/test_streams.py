@@ -425,3 +425,36 @@ async def test_removing_a_tool_at_run_time_notifies(start_mcp) -> None:
             _, message = await reader.message()
     assert message["method"] == "notifications/tools/list_changed"
     assert "noop" not in app.tools
+
+
+async def test_expired_sessions_release_their_buffers_but_listening_ones_live(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(
+        app, session_idle_timeout_s=0.4, event_buffer_age_s=60, keepalive_s=0.1
+    )
+    endpoint = server.handler
+    port = server.ports[0]
+    idle, listening = await open_session(port), await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as was_listening:  # leaves buffered events behind
+            reader = EventReader(was_listening)
+            await reader.head(get_request(idle))
+            await reader.event()
+    async with await connect(port) as client:
+        reader = EventReader(client)
+        with trio.fail_after(10):
+            await reader.head(get_request(listening))
+            await reader.event()
+            app.log("info", "kept for resumption")
+            await reader.message()
+            assert idle in endpoint.events._sessions
+            await trio.sleep(1.5)  # several idle timeouts and sweeps
+            async with await connect(port) as other:
+                ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                await other.send(mcp_post(ping, session=idle, version="2025-11-25"))
+                assert (await other.read_reply()).status == 404  # expired
+                await other.send(mcp_post(ping, session=listening, version="2025-11-25"))
+                assert (await other.read_reply()).status == 200  # its stream keeps it alive
+    assert idle not in {s.id for s in endpoint.sessions.live()}
+    assert idle not in endpoint.events._sessions  # its buffers went with it
+    assert listening in endpoint.events._sessions

@@ -349,6 +349,7 @@ class MCPEndpoint:
             self._broadcasts = send
             self.app.listeners.append(self._on_app_event)
             nursery.start_soon(self._broadcaster, receive)
+            nursery.start_soon(self._sweeper)
             try:
                 yield self
             finally:
@@ -356,6 +357,7 @@ class MCPEndpoint:
                 self._broadcasts = None
                 self._nursery = None
                 send.close()
+                nursery.cancel_scope.cancel()  # the sweeper and any legacy requests
                 self.lifespan_state = None
 
     def _check_origin(self, request: Request) -> None:
@@ -479,12 +481,7 @@ class MCPEndpoint:
         if session is None:
             raise _Reject(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
         self.sessions.delete(session.id)
-        for scope in session.in_flight.values():
-            scope.cancel()
-        if session.get_stream is not None:
-            session.get_stream.close()
-            session.get_stream = None
-        await self.events.drop_session(session.id)
+        await self._release(session)
         return Response(200)
 
     # ---- initialize --------------------------------------------------------
@@ -625,6 +622,7 @@ class MCPEndpoint:
                     409, INVALID_REQUEST, "Conflict: this session already has a GET stream"
                 )
             session.get_stream = send
+            self.sessions.begin_request(session)  # a listening client is not idle
         else:
             live = session.live_streams.get(number)
             if live is not None:
@@ -672,6 +670,8 @@ class MCPEndpoint:
                 else:
                     await writer.send(frame)
         finally:
+            if number == 0:
+                self.sessions.end_request(session, trio.current_time())
             if session.get_stream is send:
                 session.get_stream = None
             send.close()
@@ -799,6 +799,33 @@ class MCPEndpoint:
             )
         if answer is not None:
             await stream.emit(dumps(answer))
+
+    async def _sweeper(self) -> None:
+        """Expire idle sessions and old events, and free what expired sessions held."""
+        interval = min(
+            self.config.session_idle_timeout_s / 4, self.config.event_buffer_age_s / 4, 10.0
+        )
+        while True:
+            await trio.sleep(interval)
+            now = trio.current_time()
+            self.sessions.expire(now)
+            await self._release_ended()
+            prune = getattr(self.events, "prune", None)
+            if prune is not None:
+                prune(now)
+
+    async def _release_ended(self) -> None:
+        for session in self.sessions.take_ended():
+            await self._release(session)
+
+    async def _release(self, session: Session) -> None:
+        """Free everything a session that ended holds: requests, stream, buffers."""
+        for scope in session.in_flight.values():
+            scope.cancel()
+        if session.get_stream is not None:
+            session.get_stream.close()
+            session.get_stream = None
+        await self.events.drop_session(session.id)
 
     def _on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         """Called synchronously by the app; the broadcaster task does the sending."""
