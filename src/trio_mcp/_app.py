@@ -110,8 +110,8 @@ class Context:
         if level not in LOG_LEVELS:
             raise LocalProtocolError(f"unknown log level {level!r}")
         threshold = self._log_level
-        if threshold is not None and LOG_LEVELS[level] < LOG_LEVELS[threshold]:
-            return
+        if threshold is not None and LOG_LEVELS[level] < LOG_LEVELS.get(threshold, 99):
+            return  # below the client's level ("off": a 2026 request that set none)
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger

@@ -118,6 +118,8 @@ class MCPConfig:
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
             of each stream's buffer of events kept for clients that resume
             (memory for resumption is at most sessions x streams x bytes).
+        cache_ttl_ms, cache_scope: the cache hints (``ttlMs``, ``cacheScope``)
+            on the cacheable 2026-07-28 results (discover, the lists, reads).
         legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
         sse_path: its event stream (GET), which announces the POST URL.
         messages_path: its POST URL (``?session_id=...`` is added).
@@ -139,6 +141,8 @@ class MCPConfig:
     event_buffer_events: int = 256
     event_buffer_bytes: int = 256 * 1024
     event_buffer_age_s: float = 120.0
+    cache_ttl_ms: int = 0
+    cache_scope: str = "private"
     legacy_sse: bool = True
     sse_path: str = "/sse"
     messages_path: str = "/messages"
@@ -149,6 +153,10 @@ class MCPConfig:
             raise ValueError("event buffers must hold at least one event and one byte")
         if not self.event_buffer_age_s > 0:
             raise ValueError("event_buffer_age_s must be positive")
+        if self.cache_ttl_ms < 0:
+            raise ValueError("cache_ttl_ms must not be negative")
+        if self.cache_scope not in ("public", "private"):
+            raise ValueError('cache_scope must be "public" or "private"')
         if not self.keepalive_s > 0:
             raise ValueError("keepalive_s must be positive")
         if self.sse_retry_ms < 0:

@@ -28,6 +28,7 @@ from .._app import (
 )
 from .._errors import MCPError
 from .._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from .._modern import ALL_VERSIONS
 from .._versions import at_least
 
 logger = logging.getLogger("trio_mcp.endpoint")
@@ -52,7 +53,34 @@ class Dispatcher:
             "prompts/get": self._prompts_get,
             "logging/setLevel": self._logging_set_level,
             "completion/complete": self._completion_complete,
+            "server/discover": self._discover,
         }
+
+    def modern_methods(self) -> frozenset[str]:
+        """The methods a 2026-07-28 request may call: no handshake or session methods,
+        and only what the server's capabilities advertise."""
+        caps = self.app.capabilities()
+        methods = {"server/discover"}
+        if "tools" in caps:
+            methods |= {"tools/list", "tools/call"}
+        if "resources" in caps:
+            methods |= {"resources/list", "resources/templates/list", "resources/read"}
+        if "prompts" in caps:
+            methods |= {"prompts/list", "prompts/get"}
+        if "completions" in caps:
+            methods.add("completion/complete")
+        return frozenset(methods)
+
+    async def _discover(
+        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "supportedVersions": list(ALL_VERSIONS),
+            "capabilities": self.app.capabilities(),
+        }
+        if self.app.instructions is not None:
+            result["instructions"] = self.app.instructions
+        return result
 
     async def _call(self, fn: Callable[..., Any], is_async: bool, kwargs: dict[str, Any]) -> Any:
         if is_async:

@@ -30,10 +30,13 @@ from .._events import EventLimits, EventStore, MemoryEventStore, StoredEvent
 from .._http11 import DeferredResponse, Headers, Request, Response
 from .._json import dumps
 from .._jsonrpc import (
+    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
     Notification,
     decode_body,
@@ -42,6 +45,7 @@ from .._jsonrpc import (
 )
 from .._jsonrpc import Request as RPCRequest
 from .._jsonrpc import Response as RPCResponse
+from .._modern import META_SERVER_INFO, Envelope, EnvelopeError, check_envelope, is_modern
 from .._sessions import Session, SessionsFull, SessionTable
 from .._speedups import format_comment, format_event
 from .._streamable import (
@@ -52,7 +56,7 @@ from .._streamable import (
     is_json_content_type,
     origin_allowed,
 )
-from .._versions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS, negotiate
+from .._versions import BATCH_VERSION, HEADERLESS_VERSION, negotiate
 from ._dispatch import Dispatcher
 from ._server import HTTPServer, run, serve
 
@@ -77,6 +81,34 @@ _FORBIDDEN: Final = MCPError(INVALID_REQUEST, "Forbidden: not authorized for thi
 _NAMED: Final = frozenset({"tools/call", "prompts/get"})
 
 
+#: The results that carry cache hints in 2026-07-28.
+_CACHEABLE: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+#: A log level above every real one: nothing passes.
+_LOGGING_OFF: Final = "off"
+
+
+def _modern_status(answer: dict[str, Any]) -> int:
+    """The HTTP status of a modern answer (digest 3.7; handler errors stay 200)."""
+    error = answer.get("error")
+    if error is None:
+        return 200
+    code = error.get("code")
+    if code == METHOD_NOT_FOUND:
+        return 404
+    if code in (HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION):
+        return 400
+    return 200
+
+
 _STREAM_QUEUE: Final = 256  # frames waiting for a slow GET client before it is detached
 _BROADCAST_QUEUE: Final = 1024
 _KEEPALIVE: Final = format_comment(b"keepalive")
@@ -87,7 +119,16 @@ class _PostStream:
     for resumption (sessions only), and live hand-over to a client that resumes
     it with GET after losing the connection."""
 
-    __slots__ = ("_endpoint", "_writer", "_session", "_version", "_cors", "number", "_subscriber")
+    __slots__ = (
+        "_endpoint",
+        "_writer",
+        "_session",
+        "_version",
+        "_cors",
+        "number",
+        "_subscriber",
+        "on_broken",
+    )
 
     def __init__(
         self,
@@ -104,6 +145,8 @@ class _PostStream:
         self._cors = cors
         self.number = 0
         self._subscriber: trio.MemorySendChannel[bytes] | None = None
+        #: Called when the client is found gone (2026-07-28: that cancels the request).
+        self.on_broken: Callable[[], None] | None = None
 
     def attach(self, subscriber: trio.MemorySendChannel[bytes]) -> None:
         """A resumed GET takes over the live events of this stream."""
@@ -121,6 +164,8 @@ class _PostStream:
             await self._open()
         if session is None:
             await writer.send(format_event(data, event=_MESSAGE))
+            if writer.broken and self.on_broken is not None:
+                self.on_broken()
             return
         frame = await endpoint._publish(session, self.number, data)
         if not writer.broken:
@@ -412,8 +457,14 @@ class MCPEndpoint:
             raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
         principal = await self._principal(request)
         header = request.singles.get(b"mcp-protocol-version")
-        if header is not None and header.decode("latin-1") not in LEGACY_VERSIONS:
-            raise _Reject(400, INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version")
+        try:
+            messages, batch = decode_body(request.body, allow_batch=True)
+        except MCPError as exc:
+            raise _Reject(400, exc.code, exc.message) from None
+        first = messages[0]
+        if not batch and is_modern(header, getattr(first, "params", None)):
+            return await self._modern_post(request, first, principal, cors)
+        # The 2025 revisions (and 2024-11-05 clients that initialize here).
         session = self._session_for(request, principal)
         if session is not None:
             version = session.protocol_version
@@ -421,10 +472,8 @@ class MCPEndpoint:
             version = header.decode("latin-1")
         else:
             version = HEADERLESS_VERSION
-        try:
-            messages, batch = decode_body(request.body, allow_batch=version == BATCH_VERSION)
-        except MCPError as exc:
-            raise _Reject(400, exc.code, exc.message) from None
+        if batch and version != BATCH_VERSION:
+            raise _Reject(400, INVALID_REQUEST, "Invalid request: batches are not supported")
         requests = [m for m in messages if type(m) is RPCRequest]
         if session is None:
             initializing = len(messages) == 1 and requests and requests[0].method == "initialize"
@@ -474,6 +523,74 @@ class MCPEndpoint:
             if not await authorize(principal, message.method, name):
                 denied.add(message.id)
         return denied
+
+    # ---- the 2026-07-28 revision: stateless requests -------------------------
+
+    async def _modern_post(
+        self, request: Request, message: Any, principal: object, cors: Headers
+    ) -> Response | DeferredResponse:
+        if type(message) is Notification:
+            return Response(202)  # no client notifications are defined on HTTP here
+        if type(message) is Invalid:
+            raise _Reject(400, message.error.code, message.error.message)
+        if type(message) is not RPCRequest:
+            raise _Reject(400, INVALID_REQUEST, "Invalid request: clients must not post responses")
+        try:
+            envelope = check_envelope(message.method, message.params, request.singles)
+            if envelope.log_level is not None and envelope.log_level not in LOG_LEVELS:
+                raise EnvelopeError(
+                    400,
+                    MCPError(
+                        INVALID_PARAMS, f"Invalid params: unknown log level {envelope.log_level!r}"
+                    ),
+                )
+        except EnvelopeError as exc:
+            return Response(exc.status, _JSON_HEADERS, dumps(error_message(message.id, exc.error)))
+        if message.method not in self.dispatch.modern_methods():
+            error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
+            return Response(404, _JSON_HEADERS, dumps(error_message(message.id, error)))
+        if self.app.authorize is not None and await self._denied([message], principal):
+            return Response(403, _JSON_HEADERS, dumps(error_message(message.id, _FORBIDDEN)))
+        return DeferredResponse(
+            functools.partial(self._modern_respond, request, message, envelope, principal, cors)
+        )
+
+    async def _modern_respond(
+        self,
+        request: Request,
+        message: RPCRequest,
+        envelope: Envelope,
+        principal: object,
+        cors: Headers,
+        writer: Any,
+    ) -> None:
+        stream = _PostStream(self, writer, None, envelope.version, cors)
+        try:
+            answer = await self._answer(
+                message, request, None, envelope.version, principal, stream, envelope
+            )
+            if answer is None:
+                return  # cancelled: the client closed the stream
+            result = answer.get("result")
+            if isinstance(result, dict):
+                self._decorate(message.method, result)
+            body = dumps(answer)
+            if writer.started:
+                await stream.emit(body)
+            else:
+                status = _modern_status(answer)
+                await writer.respond(Response(status, _JSON_HEADERS + cors, body))
+        finally:
+            stream.finish()
+
+    def _decorate(self, method: str, result: dict[str, Any]) -> None:
+        """What every modern result carries: resultType, serverInfo, cache hints."""
+        result.setdefault("resultType", "complete")
+        meta = result.setdefault("_meta", {})
+        meta[META_SERVER_INFO] = self._server_info()
+        if method in _CACHEABLE and result["resultType"] == "complete":
+            result.setdefault("ttlMs", self.config.cache_ttl_ms)
+            result.setdefault("cacheScope", self.config.cache_scope)
 
     async def _delete(self, request: Request) -> Response:
         principal = await self._principal(request)
@@ -875,8 +992,13 @@ class MCPEndpoint:
         version: str,
         principal: object,
         stream: _PostStream | _LegacyStream,
+        envelope: Envelope | None = None,
     ) -> dict[str, Any] | None:
-        """The response to one request; None when it was cancelled."""
+        """The response to one request; None when it was cancelled.
+
+        `envelope` is set for a 2026-07-28 request: its capabilities and log
+        level come from the request itself, never from a session.
+        """
         handler = self.dispatch.methods.get(message.method)
         if handler is None:
             if message.method == "initialize":
@@ -898,17 +1020,27 @@ class MCPEndpoint:
             ask = None
             if session is not None and not self.config.json_response_only:
                 ask = functools.partial(self._ask_client, session, stream.emit)
+            log_level: str | None
+            if envelope is not None:
+                capabilities = envelope.client_capabilities
+                log_level = envelope.log_level or _LOGGING_OFF  # no logLevel: no messages
+                if isinstance(stream, _PostStream):
+                    stream.on_broken = scope.cancel  # closing the stream cancels (SEP-2575)
+            elif session is not None:
+                capabilities, log_level = session.client_capabilities, session.log_level
+            else:
+                capabilities, log_level = {}, None
             ctx = Context(
                 request_id=message.id,
                 session_id=session.id if session is not None else None,
                 principal=principal,
                 headers=request.headers,
                 protocol_version=version,
-                client_capabilities=session.client_capabilities if session is not None else {},
+                client_capabilities=capabilities,
                 progress_token=progress_token,
                 emit=stream.emit,
                 close_stream=stream.close_connection,
-                log_level=session.log_level if session is not None else None,
+                log_level=log_level,
                 cancel_scope=scope,
                 lifespan=self.lifespan_state,
                 request=ask,
