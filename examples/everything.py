@@ -209,6 +209,137 @@ async def test_trigger_resource_update(uri: str = "test://watched-resource") -> 
     return f"Update of {uri} notified"
 
 
+# ---- 2026-07-28 fixtures: capabilities per request, logging, input-required rounds ----
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@server.tool()
+async def test_missing_capability(ctx: Context) -> str:
+    """Needs sampling; a request that did not declare it gets -32021."""
+    question = [{"role": "user", "content": {"type": "text", "text": "Anything?"}}]
+    answer = await ctx.sample(question, max_tokens=10, key="probe")
+    return f"sampled: {answer.get('model')}"
+
+
+@server.tool()
+async def test_logging_tool(ctx: Context) -> str:
+    """Logs once; 2026 requests without a logLevel must not see it."""
+    await ctx.log("info", "a log message")
+    return "logged"
+
+
+@server.tool()
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Reports progress, then needs input: never a request on the stream."""
+    await ctx.report_progress(1, 2)
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {answer.get('content', {}).get('name')}!"
+
+
+@server.tool()
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Asks for a name with an input-required round."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {answer.get('content', {}).get('name')}!"
+
+
+@server.tool()
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Asks the client's model with an input-required round."""
+    question = [{"role": "user", "content": {"type": "text", "text": "Capital of France?"}}]
+    answer = await ctx.sample(question, max_tokens=50, key="capital_question")
+    content = answer.get("content", {})
+    return f"The model said: {content.get('text') if isinstance(content, dict) else content}"
+
+
+@server.tool()
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Asks for the client's roots with an input-required round."""
+    roots = await ctx.list_roots(key="client_roots")
+    return "Roots: " + ", ".join(root.get("uri", "") for root in roots)
+
+
+@server.tool()
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Keeps state across the rounds in the sealed requestState."""
+    ctx.state.setdefault("issued", "confirm-requested")
+    answer = await ctx.elicit("Confirm?", NAME_SCHEMA, key="confirm")
+    ok = ctx.state.get("issued") == "confirm-requested"
+    return f"{'state-ok' if ok else 'state-lost'}: {answer.get('action')}"
+
+
+@server.tool()
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Asks for three inputs in one round."""
+    ctx.state["round"] = "multiple"
+    answers = await ctx.ask_inputs(
+        {
+            "user_name": (
+                "elicitation/create",
+                {"mode": "form", "message": "Your name?", "requestedSchema": NAME_SCHEMA},
+            ),
+            "greeting": (
+                "sampling/createMessage",
+                {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+                    "maxTokens": 20,
+                },
+            ),
+            "client_roots": ("roots/list", {}),
+        }
+    )
+    return f"Got inputs: {', '.join(sorted(answers))}"
+
+
+@server.tool()
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Two rounds of input, each with a new requestState."""
+    first = await ctx.elicit("Step 1: your name?", NAME_SCHEMA, key="step1")
+    ctx.state["step1"] = first.get("content", {}).get("name")
+    second = await ctx.elicit("Step 2: your name again?", NAME_SCHEMA, key="step2")
+    return f"Completed both rounds: {ctx.state['step1']} / {second.get('content', {}).get('name')}"
+
+
+@server.tool()
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Its requestState is sealed: a tampered one is refused."""
+    ctx.state["secret"] = "sealed"
+    answer = await ctx.elicit("Confirm?", NAME_SCHEMA, key="confirm")
+    return f"accepted: {answer.get('action')}"
+
+
+@server.tool()
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Asks only for the inputs the client declared."""
+    answers = await ctx.ask_inputs(
+        {
+            "user_name": (
+                "elicitation/create",
+                {"mode": "form", "message": "Your name?", "requestedSchema": NAME_SCHEMA},
+            ),
+            "greeting": (
+                "sampling/createMessage",
+                {
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+                    "maxTokens": 20,
+                },
+            ),
+            "client_roots": ("roots/list", {}),
+        }
+    )
+    return f"Got inputs: {', '.join(sorted(answers))}"
+
+
+@server.prompt()
+async def test_input_required_result_prompt(ctx: Context) -> str:
+    """A prompt that needs context from the user first."""
+    answer = await ctx.elicit(
+        "What context should the prompt use?", NAME_SCHEMA, key="user_context"
+    )
+    return f"Prompt with context: {answer.get('content', {}).get('name')}"
+
+
 @server.tool()
 def add(a: int, b: int) -> int:
     """Add two integers (a sync tool: it runs in a worker thread)."""

@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar, final, get_args, get_origin, get_type_hi
 from . import _content
 from ._errors import LocalProtocolError, MCPError
 from ._json import dumps
+from ._mrtr import InputRequired
 from ._schema import JSONSchema, compile_validator, schema_for, signature_schema
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,6 +26,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 # MCP 2025-11-25 tool names: 1-128 of A-Z a-z 0-9 _ - .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
+
+#: The client capability each kind of input request needs.
+_INPUT_CAPABILITY: Final = {
+    "elicitation/create": "elicitation",
+    "sampling/createMessage": "sampling",
+    "roots/list": "roots",
+}
 
 #: ``await authorize(principal, method, name) -> bool``: may this request run?
 Authorizer = Callable[[object, str, str | None], Awaitable[bool]]
@@ -55,6 +63,10 @@ class Context:
         "_cancel_scope",
         "_request",
         "_close_stream",
+        "_input_responses",
+        "_asked",
+        "_mrtr",
+        "state",
         "lifespan",
     )
 
@@ -74,6 +86,9 @@ class Context:
         lifespan: Any = None,
         request: Callable[[str, dict[str, Any], str, float | None], Awaitable[Any]] | None = None,
         close_stream: Callable[[], Awaitable[None]] | None = None,
+        input_responses: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+        mrtr: bool = False,
     ) -> None:
         self.request_id = request_id
         self.session_id = session_id
@@ -89,6 +104,13 @@ class Context:
         self.lifespan = lifespan
         self._request = request
         self._close_stream = close_stream
+        # 2026-07-28: input comes back with the retry (multi round-trip requests).
+        self._mrtr = mrtr
+        self._input_responses = input_responses or {}
+        self._asked: dict[str, dict[str, Any]] = {}
+        #: Handler data kept across the rounds of a 2026-07-28 request (sealed in
+        #: ``requestState``); empty on the first round.
+        self.state: dict[str, Any] = state if state is not None else {}
 
     async def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
@@ -120,8 +142,20 @@ class Context:
         )
 
     async def _ask(
-        self, method: str, params: dict[str, Any], capability: str, timeout_s: float | None
+        self,
+        method: str,
+        params: dict[str, Any],
+        capability: str,
+        timeout_s: float | None,
+        key: str | None = None,
     ) -> Any:
+        if self._mrtr:
+            self._require(capability)
+            key = key or f"{method}#{len(self._asked) + 1}"
+            if key in self._input_responses:
+                return self._input_responses[key]
+            self._asked[key] = {"method": method, "params": params}
+            raise InputRequired(dict(self._asked))
         if self._request is None:
             raise MCPError(
                 -32600,
@@ -135,6 +169,7 @@ class Context:
         requested_schema: dict[str, Any],
         *,
         timeout_s: float | None = None,
+        key: str | None = None,
     ) -> dict[str, Any]:
         """Ask the user for input through the client (form mode).
 
@@ -146,7 +181,7 @@ class Context:
         if self.protocol_version >= "2025-11-25":
             params["mode"] = "form"
         result: dict[str, Any] = await self._ask(
-            "elicitation/create", params, "elicitation", timeout_s
+            "elicitation/create", params, "elicitation", timeout_s, key
         )
         return result
 
@@ -159,6 +194,44 @@ class Context:
             "elicitation/create", params, "elicitation", timeout_s
         )
         return result
+
+    @property
+    def input_responses(self) -> dict[str, Any]:
+        """The client's answers to input requests so far (2026-07-28 rounds)."""
+        return self._input_responses
+
+    def _require(self, capability: str) -> None:
+        if capability not in self.client_capabilities:
+            raise MCPError(
+                -32021,
+                f"this request needs the client capability {capability!r}",
+                {"requiredCapabilities": {capability: {}}},
+            )
+
+    async def ask_inputs(
+        self, requests: Mapping[str, tuple[str, dict[str, Any]]]
+    ) -> dict[str, Any]:
+        """Ask the client for several inputs at once: ``{key: (method, params)}``.
+
+        Returns ``{key: answer}``. On 2026-07-28 all missing answers are asked
+        for in one ``input_required`` round, and inputs whose capability the
+        client did not declare in this request are left out (not in the result);
+        on older revisions they are sent one after the other.
+        """
+        answers: dict[str, Any] = {}
+        for key, (method, params) in requests.items():
+            capability = _INPUT_CAPABILITY[method]
+            if capability not in self.client_capabilities:
+                continue
+            if not self._mrtr:
+                answers[key] = await self._ask(method, params, capability, None)
+            elif key in self._input_responses:
+                answers[key] = self._input_responses[key]
+            else:
+                self._asked[key] = {"method": method, "params": params}
+        if self._asked:
+            raise InputRequired(dict(self._asked))
+        return answers
 
     async def elicitation_complete(self, elicitation_id: str) -> None:
         """Tell the client a URL-mode elicitation finished (2025-11-25)."""
@@ -179,6 +252,7 @@ class Context:
         max_tokens: int,
         system_prompt: str | None = None,
         timeout_s: float | None = None,
+        key: str | None = None,
         **extra: Any,
     ) -> dict[str, Any]:
         """Ask the client's model for a completion (``sampling/createMessage``).
@@ -190,13 +264,15 @@ class Context:
         if system_prompt is not None:
             params["systemPrompt"] = system_prompt
         result: dict[str, Any] = await self._ask(
-            "sampling/createMessage", params, "sampling", timeout_s
+            "sampling/createMessage", params, "sampling", timeout_s, key
         )
         return result
 
-    async def list_roots(self, *, timeout_s: float | None = None) -> list[dict[str, Any]]:
+    async def list_roots(
+        self, *, timeout_s: float | None = None, key: str | None = None
+    ) -> list[dict[str, Any]]:
         """The client's roots (``roots/list``)."""
-        result = await self._ask("roots/list", {}, "roots", timeout_s)
+        result = await self._ask("roots/list", {}, "roots", timeout_s, key)
         roots: list[dict[str, Any]] = result.get("roots", [])
         return roots
 

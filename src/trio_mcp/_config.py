@@ -120,6 +120,10 @@ class MCPConfig:
             (memory for resumption is at most sessions x streams x bytes).
         cache_ttl_ms, cache_scope: the cache hints (``ttlMs``, ``cacheScope``)
             on the cacheable 2026-07-28 results (discover, the lists, reads).
+        request_state_keys: HMAC keys that seal 2026-07-28 ``requestState``;
+            the first seals, all are accepted (rotation). Give the same keys to
+            every worker and replica; empty means a random key per process.
+        request_state_ttl_s: how long a sealed ``requestState`` stays valid.
         legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
         sse_path: its event stream (GET), which announces the POST URL.
         messages_path: its POST URL (``?session_id=...`` is added).
@@ -143,6 +147,8 @@ class MCPConfig:
     event_buffer_age_s: float = 120.0
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
+    request_state_keys: tuple[str, ...] = ()
+    request_state_ttl_s: float = 600.0
     legacy_sse: bool = True
     sse_path: str = "/sse"
     messages_path: str = "/messages"

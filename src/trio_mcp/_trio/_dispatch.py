@@ -29,6 +29,7 @@ from .._app import (
 from .._errors import MCPError
 from .._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from .._modern import ALL_VERSIONS
+from .._mrtr import InputRequired
 from .._versions import at_least
 
 logger = logging.getLogger("trio_mcp.endpoint")
@@ -133,7 +134,7 @@ class Dispatcher:
             kwargs[tool.context_param] = ctx
         try:
             value = await self._call(tool.fn, tool.is_async, kwargs)
-        except (MCPError, trio.Cancelled):
+        except (MCPError, InputRequired, trio.Cancelled):
             raise
         except ToolError as exc:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}

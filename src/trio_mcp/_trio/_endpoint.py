@@ -46,6 +46,7 @@ from .._jsonrpc import (
 from .._jsonrpc import Request as RPCRequest
 from .._jsonrpc import Response as RPCResponse
 from .._modern import META_SERVER_INFO, Envelope, EnvelopeError, check_envelope, is_modern
+from .._mrtr import InputRequired, StateSealer, params_digest
 from .._sessions import Session, SessionsFull, SessionTable
 from .._speedups import format_comment, format_event
 from .._streamable import (
@@ -92,6 +93,8 @@ _CACHEABLE: Final = frozenset(
         "resources/read",
     }
 )
+#: The requests that may answer input_required (2026-07-28 MRTR).
+_MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: A log level above every real one: nothing passes.
 _LOGGING_OFF: Final = "off"
 
@@ -347,6 +350,10 @@ class MCPEndpoint:
         self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in config.allowed_origins)
         self._hosts = frozenset(h.encode().lower() for h in config.allowed_hosts)
         self.dispatch = Dispatcher(app)
+        #: Seals the requestState of 2026-07-28 multi round-trip requests.
+        self.sealer = StateSealer(
+            [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
+        )
 
     # ---- HTTP --------------------------------------------------------------
 
@@ -1021,6 +1028,26 @@ class MCPEndpoint:
             if session is not None and not self.config.json_response_only:
                 ask = functools.partial(self._ask_client, session, stream.emit)
             log_level: str | None
+            mrtr = envelope is not None and message.method in _MRTR_METHODS
+            input_responses: dict[str, Any] = {}
+            state: dict[str, Any] = {}
+            if mrtr:
+                params = message.params
+                responses = params.get("inputResponses")
+                input_responses = responses if isinstance(responses, dict) else {}
+                if "requestState" in params:
+                    try:
+                        state, earlier = self.sealer.open(
+                            params["requestState"],
+                            principal=principal,
+                            method=message.method,
+                            digest=params_digest(params),
+                            now=trio.current_time(),
+                        )
+                    except MCPError as exc:
+                        return error_message(message.id, exc)
+                    # answers from earlier rounds count too: the handler re-runs from the top
+                    input_responses = {**earlier, **input_responses}
             if envelope is not None:
                 capabilities = envelope.client_capabilities
                 log_level = envelope.log_level or _LOGGING_OFF  # no logLevel: no messages
@@ -1044,6 +1071,9 @@ class MCPEndpoint:
                 cancel_scope=scope,
                 lifespan=self.lifespan_state,
                 request=ask,
+                input_responses=input_responses,
+                state=state,
+                mrtr=mrtr,
             )
             in_flight[message.id] = scope
             if session is not None:
@@ -1051,6 +1081,26 @@ class MCPEndpoint:
             try:
                 result = await handler(message.params, ctx, session, version)
                 return {"jsonrpc": "2.0", "id": message.id, "result": result}
+            except InputRequired as exc:
+                if envelope is None or message.method not in _MRTR_METHODS:
+                    logger.error(
+                        "%s asked for input where the protocol has no way to", message.method
+                    )
+                    return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
+                token = self.sealer.seal(
+                    ctx.state,
+                    ctx.input_responses,
+                    principal=principal,
+                    method=message.method,
+                    digest=params_digest(message.params),
+                    now=trio.current_time(),
+                )
+                input_required = {
+                    "resultType": "input_required",
+                    "inputRequests": exc.requests,
+                    "requestState": token,
+                }
+                return {"jsonrpc": "2.0", "id": message.id, "result": input_required}
             except MCPError as exc:
                 return error_message(message.id, exc)
             except Exception:
