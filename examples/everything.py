@@ -203,6 +203,13 @@ async def test_trigger_tool_change() -> str:
 
 
 @server.tool()
+async def test_trigger_prompt_change() -> str:
+    """Tell every session (and listener) that the prompt list changed."""
+    server.notify_prompts_changed()
+    return "Prompt list change notified"
+
+
+@server.tool()
 async def test_trigger_resource_update(uri: str = "test://watched-resource") -> str:
     """Tell the sessions subscribed to `uri` that it changed."""
     server.notify_resource_updated(uri)

@@ -93,6 +93,33 @@ _CACHEABLE: Final = frozenset(
         "resources/read",
     }
 )
+_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+#: subscriptions/listen flags and the server capability each needs (with listChanged).
+_LISTEN_FLAGS: Final = {
+    "toolsListChanged": "tools",
+    "promptsListChanged": "prompts",
+    "resourcesListChanged": "resources",
+}
+#: Which flag lets each notification onto a listen stream.
+_LISTEN_METHODS: Final = {
+    "notifications/tools/list_changed": "toolsListChanged",
+    "notifications/prompts/list_changed": "promptsListChanged",
+    "notifications/resources/list_changed": "resourcesListChanged",
+    "notifications/resources/updated": "resourceSubscriptions",
+}
+
+
+class _Listener:
+    """One open subscriptions/listen stream and what it honours."""
+
+    __slots__ = ("id", "honored", "channel")
+
+    def __init__(self, id: Any, honored: dict[str, Any]) -> None:
+        self.id = id
+        self.honored = honored
+        self.channel: trio.MemorySendChannel[bytes] | None = None
+
+
 #: The requests that may answer input_required (2026-07-28 MRTR).
 _MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: A log level above every real one: nothing passes.
@@ -338,6 +365,8 @@ class MCPEndpoint:
             )
         )
         self._broadcasts: trio.MemorySendChannel[Any] | None = None
+        #: Open 2026-07-28 subscriptions/listen streams.
+        self._listeners: set[_Listener] = set()
         #: Runs the requests of legacy HTTP+SSE sessions (answered on their stream).
         self._nursery: trio.Nursery | None = None
         #: What the app's lifespan yielded, while `running` is entered.
@@ -409,6 +438,9 @@ class MCPEndpoint:
                 self._broadcasts = None
                 self._nursery = None
                 send.close()
+                for listener in list(self._listeners):
+                    if listener.channel is not None:
+                        listener.channel.close()
                 nursery.cancel_scope.cancel()  # the sweeper and any legacy requests
                 self.lifespan_state = None
 
@@ -553,6 +585,8 @@ class MCPEndpoint:
                 )
         except EnvelopeError as exc:
             return Response(exc.status, _JSON_HEADERS, dumps(error_message(message.id, exc.error)))
+        if message.method == "subscriptions/listen":
+            return self._listen(message, envelope, cors)
         if message.method not in self.dispatch.modern_methods():
             error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
             return Response(404, _JSON_HEADERS, dumps(error_message(message.id, error)))
@@ -589,6 +623,80 @@ class MCPEndpoint:
                 await writer.respond(Response(status, _JSON_HEADERS + cors, body))
         finally:
             stream.finish()
+
+    def _listen(
+        self, message: RPCRequest, envelope: Envelope, cors: Headers
+    ) -> Response | DeferredResponse:
+        """subscriptions/listen: an open stream of the notifications the client asked for."""
+        wanted = message.params.get("notifications")
+        if not isinstance(wanted, dict):
+            error = MCPError(INVALID_PARAMS, "Invalid params: notifications must be an object")
+            return Response(400, _JSON_HEADERS, dumps(error_message(message.id, error)))
+        caps = self.app.capabilities()
+        honored: dict[str, Any] = {}
+        for flag, capability in _LISTEN_FLAGS.items():
+            if wanted.get(flag) is True and caps.get(capability, {}).get("listChanged"):
+                honored[flag] = True
+        uris = wanted.get("resourceSubscriptions")
+        if isinstance(uris, list) and caps.get("resources", {}).get("subscribe"):
+            honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
+        listener = _Listener(message.id, honored)
+        return DeferredResponse(functools.partial(self._stream_listen, listener, envelope, cors))
+
+    async def _stream_listen(
+        self, listener: _Listener, envelope: Envelope, cors: Headers, writer: Any
+    ) -> None:
+        send, receive = trio.open_memory_channel[bytes](_STREAM_QUEUE)
+        listener.channel = send
+        self._listeners.add(listener)
+        tag = {_SUBSCRIPTION_ID: listener.id}
+        try:
+            await writer.start(200, _SSE_HEADERS + cors)
+            ack = {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": tag, "notifications": listener.honored},
+            }
+            await writer.send(format_event(dumps(ack), event=_MESSAGE))
+            while not writer.broken:
+                with trio.move_on_after(self.config.keepalive_s) as idle:
+                    try:
+                        frame = await receive.receive()
+                    except trio.EndOfChannel:
+                        # the server ends the subscription: the response says so
+                        result = {"resultType": "complete", "_meta": tag}
+                        final = {"jsonrpc": "2.0", "id": listener.id, "result": result}
+                        await writer.send(format_event(dumps(final), event=_MESSAGE))
+                        break
+                if idle.cancelled_caught:
+                    await writer.send(_KEEPALIVE)
+                else:
+                    await writer.send(frame)
+        finally:
+            self._listeners.discard(listener)
+            send.close()
+            receive.close()
+
+    def _deliver_to_listeners(self, method: str, params: dict[str, Any], uri: str | None) -> None:
+        flag = _LISTEN_METHODS.get(method)
+        if flag is None:
+            return  # log messages and progress never go on a listen stream
+        for listener in list(self._listeners):
+            if uri is not None:
+                if uri not in listener.honored.get("resourceSubscriptions", ()):
+                    continue
+            elif not listener.honored.get(flag):
+                continue
+            tagged = {**params, "_meta": {_SUBSCRIPTION_ID: listener.id}}
+            frame = format_event(
+                dumps({"jsonrpc": "2.0", "method": method, "params": tagged}), event=_MESSAGE
+            )
+            assert listener.channel is not None
+            try:
+                listener.channel.send_nowait(frame)
+            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+                listener.channel.close()  # too slow: the client must listen again
+                self._listeners.discard(listener)
 
     def _decorate(self, method: str, result: dict[str, Any]) -> None:
         """What every modern result carries: resultType, serverInfo, cache hints."""
@@ -962,6 +1070,7 @@ class MCPEndpoint:
 
     async def _broadcaster(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
         async for method, params, uri in receive:
+            self._deliver_to_listeners(method, params, uri)
             data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
             for session in self.sessions.live():
                 if uri is not None and uri not in session.subscriptions:
