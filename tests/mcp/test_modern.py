@@ -224,3 +224,185 @@ async def test_legacy_and_modern_clients_share_the_endpoint(mcp_port: int) -> No
         await client.send(mcp_post(body, version=V, extra=modern_headers(body)))
         modern = await client.read_reply()
         assert orjson.loads(modern.body)["result"]["resultType"] == "complete"
+
+
+# ---- multi round-trip requests ----------------------------------------------------
+
+ELICIT = {"elicitation": {}}
+
+
+async def test_input_required_round_trip(mcp_port: int) -> None:
+    first = modern_body(
+        "tools/call",
+        {"name": "test_input_required_result_elicitation"},
+        meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
+    )
+    reply, answer = await call(mcp_port, first)
+    result = answer["result"]
+    assert reply.status == 200
+    assert result["resultType"] == "input_required"
+    assert result["inputRequests"]["user_name"]["method"] == "elicitation/create"
+    assert "ttlMs" not in result and "cacheScope" not in result
+    retry = modern_body(
+        "tools/call",
+        {
+            "name": "test_input_required_result_elicitation",
+            "inputResponses": {
+                "user_name": {"action": "accept", "content": {"name": "Ada"}},
+                "unknown": {},
+            },
+            "requestState": result["requestState"],
+        },
+        id=2,
+        meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
+    )
+    _, done = await call(mcp_port, retry)
+    assert done["result"]["resultType"] == "complete"
+    assert done["result"]["content"][0]["text"] == "Hello, Ada!"
+
+
+async def test_retry_without_the_answer_asks_again(mcp_port: int) -> None:
+    body = modern_body(
+        "tools/call",
+        {"name": "test_input_required_result_elicitation"},
+        meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
+    )
+    _, answer = await call(mcp_port, body)
+    body["params"]["requestState"] = answer["result"]["requestState"]
+    _, again = await call(mcp_port, body)
+    assert again["result"]["resultType"] == "input_required"
+
+
+async def test_tampered_or_foreign_state_is_refused(mcp_port: int) -> None:
+    body = modern_body(
+        "tools/call",
+        {"name": "test_input_required_result_tampered_state"},
+        meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
+    )
+    _, answer = await call(mcp_port, body)
+    token = answer["result"]["requestState"]
+    body["params"]["requestState"] = token[:-3] + ("AAA" if not token.endswith("AAA") else "BBB")
+    body["params"]["inputResponses"] = {"confirm": {"action": "accept"}}
+    _, refused = await call(mcp_port, body)
+    assert refused["error"]["code"] == -32602
+    # the same state on another tool's request is foreign too
+    other = modern_body(
+        "tools/call",
+        {"name": "test_input_required_result_request_state", "requestState": token},
+        meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
+    )
+    _, refused = await call(mcp_port, other)
+    assert refused["error"]["code"] == -32602
+
+
+async def test_multi_round_keeps_earlier_answers_and_state(mcp_port: int) -> None:
+    caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT}
+    name = "test_input_required_result_multi_round"
+    _, r1 = await call(mcp_port, modern_body("tools/call", {"name": name}, meta=caps))
+    assert list(r1["result"]["inputRequests"]) == ["step1"]
+    params = {
+        "name": name,
+        "inputResponses": {"step1": {"action": "accept", "content": {"name": "A"}}},
+        "requestState": r1["result"]["requestState"],
+    }
+    _, r2 = await call(mcp_port, modern_body("tools/call", params, meta=caps))
+    assert list(r2["result"]["inputRequests"]) == ["step2"]
+    assert r2["result"]["requestState"] != r1["result"]["requestState"]
+    params = {
+        "name": name,
+        "inputResponses": {"step2": {"action": "accept", "content": {"name": "B"}}},
+        "requestState": r2["result"]["requestState"],
+    }
+    _, r3 = await call(mcp_port, modern_body("tools/call", params, meta=caps))
+    assert r3["result"]["content"][0]["text"] == "Completed both rounds: A / B"
+
+
+async def test_undeclared_capability_is_32021_or_left_out(mcp_port: int) -> None:
+    reply, answer = await call(
+        mcp_port, modern_body("tools/call", {"name": "test_missing_capability"})
+    )
+    assert reply.status == 400
+    assert answer["error"]["code"] == -32021
+    assert answer["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
+    caps = {"io.modelcontextprotocol/clientCapabilities": {"roots": {}}}
+    _, answer = await call(
+        mcp_port,
+        modern_body("tools/call", {"name": "test_input_required_result_capabilities"}, meta=caps),
+    )
+    assert list(answer["result"]["inputRequests"]) == ["client_roots"]
+
+
+async def test_prompts_can_ask_for_input_too(mcp_port: int) -> None:
+    caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT}
+    _, answer = await call(
+        mcp_port,
+        modern_body("prompts/get", {"name": "test_input_required_result_prompt"}, meta=caps),
+    )
+    assert answer["result"]["resultType"] == "input_required"
+    assert "user_context" in answer["result"]["inputRequests"]
+
+
+async def test_a_streaming_tool_asks_with_a_result_never_a_request(mcp_port: int) -> None:
+    caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT, "progressToken": 1}
+    reply, messages = await call(
+        mcp_port, modern_body("tools/call", {"name": "test_streaming_elicitation"}, meta=caps)
+    )
+    assert reply.header(b"content-type") == b"text/event-stream"
+    assert all("id" not in m for m in messages[:-1])  # notifications only before the result
+    assert messages[-1]["result"]["resultType"] == "input_required"
+
+
+# ---- subscriptions/listen ------------------------------------------------------------
+
+
+async def test_listen_acknowledges_then_streams_what_was_asked(start_mcp) -> None:
+    from _support import EventReader
+
+    server = await start_mcp(keepalive_s=0.2)
+    port = server.ports[0]
+    app = server.handler.app
+    body = modern_body(
+        "subscriptions/listen",
+        {
+            "notifications": {
+                "toolsListChanged": True,
+                "promptsListChanged": False,
+                "resourceSubscriptions": ["test://watched-resource"],
+                "bogus": True,
+            }
+        },
+        id="sub-1",
+    )
+    async with await connect(port) as client:
+        reader = EventReader(client)
+        with trio.fail_after(10):
+            head = await reader.head(mcp_post(body, version=V, extra=modern_headers(body)))
+            assert dict(head.headers)[b"content-type"] == b"text/event-stream"
+            _, ack = await reader.message()
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "sub-1"}
+            assert ack["params"]["notifications"] == {
+                "toolsListChanged": True,
+                "resourceSubscriptions": ["test://watched-resource"],
+            }
+            app.notify_prompts_changed()  # not asked for
+            app.log("info", "never on a listen stream")
+            app.notify_resource_updated("test://other")  # not watched
+            app.notify_resource_updated("test://watched-resource")
+            app.notify_tools_changed()
+            got = [(await reader.message())[1] for _ in range(2)]
+            assert [m["method"] for m in got] == [
+                "notifications/resources/updated",
+                "notifications/tools/list_changed",
+            ]
+            assert all(
+                m["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "sub-1"}
+                for m in got
+            )
+            _, _, raw = await reader.event()
+            assert raw.startswith(b":")  # a keepalive while idle
+
+
+async def test_listen_needs_a_notifications_object(mcp_port: int) -> None:
+    reply, answer = await call(mcp_port, modern_body("subscriptions/listen", {}))
+    assert (reply.status, answer["error"]["code"]) == (400, -32602)
