@@ -244,6 +244,12 @@ async def test_streaming_elicitation(ctx: Context) -> str:
     return f"Hello, {answer.get('content', {}).get('name')}!"
 
 
+@server.tool(headers={"region": "Region"})
+async def test_x_mcp_header(region: str, count: int = 1) -> str:
+    """Its region argument travels in the Mcp-Param-Region header too."""
+    return f"region={region} count={count}"
+
+
 @server.tool()
 async def test_input_required_result_elicitation(ctx: Context) -> str:
     """Asks for a name with an input-required round."""

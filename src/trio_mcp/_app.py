@@ -19,7 +19,14 @@ from . import _content
 from ._errors import LocalProtocolError, MCPError
 from ._json import dumps
 from ._mrtr import InputRequired
-from ._schema import JSONSchema, compile_validator, schema_for, signature_schema
+from ._schema import (
+    HeaderParam,
+    JSONSchema,
+    compile_validator,
+    header_params,
+    schema_for,
+    signature_schema,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -315,6 +322,7 @@ class Tool:
     validate: Callable[[Any], str | None]
     wrap_result: bool  # structured output of a non-object type, wrapped as {"result": ...}
     has_output_schema: bool
+    header_params: tuple[HeaderParam, ...]
     listing: dict[str, Any] = field(repr=False)
 
 
@@ -445,6 +453,7 @@ class Server:
         input_schema: JSONSchema | None = None,
         output_schema: JSONSchema | None = None,
         annotations: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as a tool (see `add_tool`)."""
 
@@ -457,6 +466,7 @@ class Server:
                 input_schema=input_schema,
                 output_schema=output_schema,
                 annotations=annotations,
+                headers=headers,
             )
             return fn
 
@@ -472,6 +482,7 @@ class Server:
         input_schema: JSONSchema | None = None,
         output_schema: JSONSchema | None = None,
         annotations: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
     ) -> Tool:
         """Register `fn` as a tool.
 
@@ -495,6 +506,15 @@ class Server:
             raise LocalProtocolError(
                 f"tool {tool_name!r}: the input schema must be an object schema"
             )
+        for param, header in (headers or {}).items():
+            prop = schema.get("properties", {}).get(param)
+            if prop is None:
+                raise LocalProtocolError(f"tool {tool_name!r}: no parameter {param!r} for a header")
+            prop["x-mcp-header"] = header
+        try:
+            mirrored = header_params(schema)
+        except LocalProtocolError as exc:
+            raise LocalProtocolError(f"tool {tool_name!r}: {exc}") from None
         wrap_result = False
         if output_schema is None:
             output_schema, wrap_result = _output_schema(fn)
@@ -513,6 +533,7 @@ class Server:
             validate=compile_validator(schema),
             wrap_result=wrap_result,
             has_output_schema=output_schema is not None,
+            header_params=mirrored,
             listing=listing,
         )
         self.tools[tool_name] = tool

@@ -199,3 +199,107 @@ def compile_validator(schema: JSONSchema) -> Callable[[Any], str | None]:
         return "invalid"  # pragma: no cover - is_valid and iter_errors disagree
 
     return check
+
+
+# ---- x-mcp-header: tool arguments mirrored in Mcp-Param-* headers (2026-07-28) ----
+
+_TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeaderParam:
+    """One argument the client must mirror in an ``Mcp-Param-<name>`` header."""
+
+    header: bytes  # lowercase header name, e.g. b"mcp-param-region"
+    display: str  # as declared, for messages: "Mcp-Param-Region"
+    path: tuple[str, ...]  # property names from the arguments object down
+    type: str  # "string" | "integer" | "boolean"
+
+
+def header_params(schema: JSONSchema) -> tuple[HeaderParam, ...]:
+    """The ``x-mcp-header`` annotations of an input schema, checked and compiled once.
+
+    Raises LocalProtocolError for an annotation that breaks the rules: not a
+    token, used twice (case-insensitively), on a property that is not a string,
+    integer or boolean, or not reachable from the root through ``properties``
+    alone.
+    """
+    found: list[HeaderParam] = []
+    seen: set[str] = set()
+
+    def visit(node: Any, path: tuple[str, ...] | None) -> None:
+        # `path` is the properties-only path to `node`, or None once it is off it.
+        if isinstance(node, list):
+            for item in node:
+                visit(item, None)
+            return
+        if not isinstance(node, dict):
+            return
+        if "x-mcp-header" in node:
+            name = node["x-mcp-header"]
+            if path is None or not path:
+                raise LocalProtocolError(
+                    "x-mcp-header is only allowed on properties reached through 'properties' alone"
+                )
+            if not isinstance(name, str) or not _TOKEN.match(name):
+                raise LocalProtocolError(f"x-mcp-header {name!r} is not an HTTP token")
+            if name.lower() in seen:
+                raise LocalProtocolError(f"x-mcp-header {name!r} is used twice")
+            kind = node.get("type")
+            if kind not in _HEADER_TYPES:
+                raise LocalProtocolError(
+                    f"x-mcp-header {name!r} needs a string, integer or boolean property"
+                )
+            seen.add(name.lower())
+            display = f"Mcp-Param-{name}"
+            found.append(HeaderParam(display.lower().encode(), display, path, kind))
+        for key, value in node.items():
+            if key == "properties" and isinstance(value, dict):
+                for prop, sub in value.items():
+                    visit(sub, None if path is None else (*path, prop))
+            elif key != "x-mcp-header":
+                visit(value, None)
+
+    visit(schema, ())
+    return tuple(found)
+
+
+def header_mismatch(
+    params: tuple[HeaderParam, ...],
+    arguments: dict[str, Any],
+    headers: list[tuple[bytes, bytes]],
+    decode: Callable[[bytes], str],
+) -> str | None:
+    """Why the request's Mcp-Param-* headers do not mirror `arguments` (None if they do)."""
+    for param in params:
+        value: Any = arguments
+        for key in param.path:
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None:
+            continue  # an absent or null argument expects no header
+        raws = [v for k, v in headers if k == param.header]
+        if not raws:
+            return f"{param.display} header is required when the argument is present"
+        if len(raws) > 1:
+            return f"{param.display} header is duplicated"
+        try:
+            text = decode(raws[0])
+        except ValueError as exc:
+            return f"{param.display} header: {exc}"
+        if not _same(text, value, param.type):
+            return f"{param.display} header does not match the argument"
+    return None
+
+
+def _same(text: str, value: Any, kind: str) -> bool:
+    if kind == "boolean":
+        return isinstance(value, bool) and text == ("true" if value else "false")
+    if kind == "integer":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        try:
+            return float(text) == value
+        except ValueError:
+            return False
+    return isinstance(value, str) and text == value

@@ -406,3 +406,30 @@ async def test_listen_acknowledges_then_streams_what_was_asked(start_mcp) -> Non
 async def test_listen_needs_a_notifications_object(mcp_port: int) -> None:
     reply, answer = await call(mcp_port, modern_body("subscriptions/listen", {}))
     assert (reply.status, answer["error"]["code"]) == (400, -32602)
+
+
+# ---- custom headers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("region", "header", "status"),
+    [
+        ("eu-west-1", b"eu-west-1", 200),
+        ("eu west ü", b"=?base64?ZXUgd2VzdCDDvA==?=", 200),
+        ("eu-west-1", b"eu-west-2", 400),
+        ("eu-west-1", None, 400),
+        ("eu-west-1", b"=?base64?ZXU?=", 400),
+    ],
+)
+async def test_mcp_param_headers_mirror_arguments(
+    mcp_port: int, region: str, header: bytes | None, status: int
+) -> None:
+    body = modern_body("tools/call", {"name": "test_x_mcp_header", "arguments": {"region": region}})
+    extra = modern_headers(body, **{"Mcp-Param-Region": header})
+    reply, answer = await call(mcp_port, body, extra=extra)
+    assert reply.status == status
+    if status == 200:
+        assert answer["result"]["content"][0]["text"] == f"region={region} count=1"
+    else:
+        assert answer["error"]["code"] == -32020
+        assert "Mcp-Param-Region" in answer["error"]["message"]

@@ -173,3 +173,99 @@ def test_parameter_descriptions_from_the_docstring() -> None:
     assert props["nights"]["description"] == "How many nights."
     assert props["note"]["description"] == "from Annotated"
     assert listing["description"] == "Book a hotel."
+
+
+# ---- x-mcp-header -------------------------------------------------------------------
+
+from trio_mcp._schema import header_mismatch, header_params  # noqa: E402
+from trio_mcp._sentinel_py import decode_header_value  # noqa: E402
+
+
+def _obj(**props: dict) -> dict:
+    return {"type": "object", "properties": props}
+
+
+def test_header_params_compile_properties_chains() -> None:
+    schema = _obj(
+        region={"type": "string", "x-mcp-header": "Region"},
+        nested=_obj(count={"type": "integer", "x-mcp-header": "Count"}),
+        plain={"type": "string"},
+    )
+    compiled = header_params(schema)
+    assert [(p.header, p.path, p.type) for p in compiled] == [
+        (b"mcp-param-region", ("region",), "string"),
+        (b"mcp-param-count", ("nested", "count"), "integer"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "words"),
+    [
+        (_obj(a={"type": "string", "x-mcp-header": "Bad Name"}), "token"),
+        (_obj(a={"type": "string", "x-mcp-header": ""}), "token"),
+        (
+            _obj(
+                a={"type": "string", "x-mcp-header": "X"}, b={"type": "string", "x-mcp-header": "x"}
+            ),
+            "twice",
+        ),
+        (_obj(a={"type": "number", "x-mcp-header": "N"}), "string, integer or boolean"),
+        (_obj(a={"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}), "properties"),
+        (_obj(a={"anyOf": [{"type": "string", "x-mcp-header": "U"}]}), "properties"),
+        ({"type": "object", "x-mcp-header": "Root"}, "properties"),
+    ],
+)
+def test_violating_annotations_are_refused_at_registration(schema: dict, words: str) -> None:
+    with pytest.raises(LocalProtocolError, match=words):
+        header_params(schema)
+    app = Server("s")
+    with pytest.raises(LocalProtocolError, match="tool 't'"):
+        app.add_tool(lambda **kw: "", name="t", input_schema=schema)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "headers", "ok"),
+    [
+        ({"region": "eu"}, [(b"mcp-param-region", b"eu")], True),
+        ({"region": "eu west ü"}, [(b"mcp-param-region", b"=?base64?ZXUgd2VzdCDDvA==?=")], True),
+        ({"region": "eu"}, [(b"mcp-param-region", b"EU")], False),  # values are case-sensitive
+        ({"region": "eu"}, [], False),  # present argument, missing header
+        ({}, [], True),  # absent argument: no header expected
+        ({"region": None}, [], True),
+        ({"region": "eu"}, [(b"mcp-param-region", b"eu"), (b"mcp-param-region", b"eu")], False),
+        (
+            {"region": "=?base64?x?="},
+            [(b"mcp-param-region", b"=?base64?SGVsbG8?=")],
+            False,
+        ),  # bad padding
+        ({"count": 42}, [(b"mcp-param-count", b"42")], True),
+        ({"count": 42}, [(b"mcp-param-count", b"42.0")], True),  # compared numerically
+        ({"count": 42}, [(b"mcp-param-count", b"43")], False),
+        ({"flag": True}, [(b"mcp-param-flag", b"true")], True),
+        ({"flag": True}, [(b"mcp-param-flag", b"True")], False),
+    ],
+)
+def test_header_mismatch(arguments: dict, headers: list, ok: bool) -> None:
+    schema = _obj(
+        region={"type": "string", "x-mcp-header": "Region"},
+        count={"type": "integer", "x-mcp-header": "Count"},
+        flag={"type": "boolean", "x-mcp-header": "Flag"},
+    )
+    problem = header_mismatch(header_params(schema), arguments, headers, decode_header_value)
+    assert (problem is None) is ok, problem
+
+
+def test_decorator_declares_a_parameter_header() -> None:
+    app = Server("s")
+
+    @app.tool(headers={"region": "Region"})
+    async def deploy(region: str, version: str) -> str:
+        return region
+
+    assert (
+        app.tools["deploy"].listing["inputSchema"]["properties"]["region"]["x-mcp-header"]
+        == "Region"
+    )
+    assert [p.display for p in app.tools["deploy"].header_params] == ["Mcp-Param-Region"]
+    with pytest.raises(LocalProtocolError, match="no parameter"):
+        app.add_tool(lambda a: a, name="x", headers={"b": "B"})

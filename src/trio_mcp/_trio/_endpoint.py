@@ -47,8 +47,9 @@ from .._jsonrpc import Request as RPCRequest
 from .._jsonrpc import Response as RPCResponse
 from .._modern import META_SERVER_INFO, Envelope, EnvelopeError, check_envelope, is_modern
 from .._mrtr import InputRequired, StateSealer, params_digest
+from .._schema import header_mismatch
 from .._sessions import Session, SessionsFull, SessionTable
-from .._speedups import format_comment, format_event
+from .._speedups import decode_header_value, format_comment, format_event
 from .._streamable import (
     JSON,
     SSE,
@@ -587,6 +588,17 @@ class MCPEndpoint:
             return Response(exc.status, _JSON_HEADERS, dumps(error_message(message.id, exc.error)))
         if message.method == "subscriptions/listen":
             return self._listen(message, envelope, cors)
+        if message.method == "tools/call":
+            name = message.params.get("name")
+            tool = self.app.tools.get(name) if isinstance(name, str) else None
+            arguments = message.params.get("arguments")
+            if tool is not None and tool.header_params and isinstance(arguments, dict):
+                problem = header_mismatch(
+                    tool.header_params, arguments, request.headers, decode_header_value
+                )
+                if problem is not None:
+                    error = MCPError(HEADER_MISMATCH, problem)
+                    return Response(400, _JSON_HEADERS, dumps(error_message(message.id, error)))
         if message.method not in self.dispatch.modern_methods():
             error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
             return Response(404, _JSON_HEADERS, dumps(error_message(message.id, error)))
