@@ -99,6 +99,10 @@ class MCPConfig:
     Attributes:
         http: the HTTP server settings (bind address, limits, time limits).
         path: the endpoint; ``path + "/"`` answers the same, without a redirect.
+        eras: which protocol generations the endpoint serves: ``"both"`` (the
+            2025 revisions with sessions and the stateless 2026-07-28 one, told
+            apart per request), ``"legacy"`` (2024-11-05 to 2025-11-25 only) or
+            ``"modern"`` (2026-07-28 only: GET and DELETE get 405).
         json_response_only: always answer a request with one JSON object,
             never a stream (progress and log messages are then not sent).
         stateless: serve requests without a session (no initialize needed);
@@ -134,6 +138,7 @@ class MCPConfig:
 
     http: ServerConfig = ServerConfig()
     path: str = "/mcp"
+    eras: str = "both"
     json_response_only: bool = False
     stateless: bool = False
     max_sessions: int = 1024
@@ -159,6 +164,8 @@ class MCPConfig:
             raise ValueError("event buffers must hold at least one event and one byte")
         if not self.event_buffer_age_s > 0:
             raise ValueError("event_buffer_age_s must be positive")
+        if self.eras not in ("both", "legacy", "modern"):
+            raise ValueError('eras must be "both", "legacy" or "modern"')
         if self.cache_ttl_ms < 0:
             raise ValueError("cache_ttl_ms must not be negative")
         if self.cache_scope not in ("public", "private"):

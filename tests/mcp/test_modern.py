@@ -433,3 +433,35 @@ async def test_mcp_param_headers_mirror_arguments(
     else:
         assert answer["error"]["code"] == -32020
         assert "Mcp-Param-Region" in answer["error"]["message"]
+
+
+# ---- restricting the eras ----------------------------------------------------------------
+
+
+async def test_modern_only_refuses_legacy_and_405s_get_delete(start_mcp) -> None:
+    from _support import initialize_body
+
+    server = await start_mcp(eras="modern")
+    port = server.ports[0]
+    reply, answer = await call(port, initialize_body(), version=None, extra=[])
+    assert reply.status == 400
+    assert answer["error"]["code"] == -32022
+    assert answer["error"]["data"]["supported"] == [V]
+    for verb in (b"GET", b"DELETE"):
+        async with await connect(port) as client:
+            await client.send(
+                verb + b" /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
+            )
+            assert (await client.read_reply()).status == 405
+    async with await connect(port) as client:
+        await client.send(b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        assert (await client.read_reply()).status == 404
+    reply, answer = await call(port, modern_body("tools/list"))
+    assert reply.status == 200
+
+
+async def test_legacy_only_answers_2026_as_an_unknown_version(start_mcp) -> None:
+    server = await start_mcp(eras="legacy")
+    reply, answer = await call(server.ports[0], modern_body("tools/list"))
+    assert reply.status == 400
+    assert answer["error"]["code"] == -32600  # not a modern error: clients fall back

@@ -45,7 +45,14 @@ from .._jsonrpc import (
 )
 from .._jsonrpc import Request as RPCRequest
 from .._jsonrpc import Response as RPCResponse
-from .._modern import META_SERVER_INFO, Envelope, EnvelopeError, check_envelope, is_modern
+from .._modern import (
+    META_SERVER_INFO,
+    MODERN_VERSIONS,
+    Envelope,
+    EnvelopeError,
+    check_envelope,
+    is_modern,
+)
 from .._mrtr import InputRequired, StateSealer, params_digest
 from .._schema import header_mismatch
 from .._sessions import Session, SessionsFull, SessionTable
@@ -374,7 +381,9 @@ class MCPEndpoint:
         self.lifespan_state: Any = None
         self._paths = frozenset({config.path, config.path + "/"})
         self._legacy_paths = (
-            frozenset({config.sse_path, config.messages_path}) if config.legacy_sse else frozenset()
+            frozenset({config.sse_path, config.messages_path})
+            if config.legacy_sse and config.eras != "modern"
+            else frozenset()
         )
         self._loopback = config.http.host in _LOOPBACK_BINDS
         self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in config.allowed_origins)
@@ -397,9 +406,12 @@ class MCPEndpoint:
         except _Reject as reject:
             return _error_response(reject.status, reject.code, reject.message)
         cors = _cors_headers(request)
+        response: Response | DeferredResponse
         try:
             method = request.method
-            if method == "POST":
+            if method in ("GET", "DELETE") and self.config.eras == "modern":
+                response = Response(405, [(b"allow", b"POST, OPTIONS")])
+            elif method == "POST":
                 response = await self._post(request, cors)
             elif method == "DELETE":
                 response = await self._delete(request)
@@ -502,8 +514,22 @@ class MCPEndpoint:
         except MCPError as exc:
             raise _Reject(400, exc.code, exc.message) from None
         first = messages[0]
+        eras = self.config.eras
         if not batch and is_modern(header, getattr(first, "params", None)):
+            if eras == "legacy":
+                # the legacy rule for a version we don't speak, in a body a dual-era
+                # client does not read as a modern error: it falls back to initialize
+                raise _Reject(400, INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version")
             return await self._modern_post(request, first, principal, cors)
+        if eras == "modern":
+            requested = header.decode("latin-1") if header is not None else HEADERLESS_VERSION
+            error = MCPError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                "This server speaks 2026-07-28 only",
+                {"supported": list(MODERN_VERSIONS), "requested": requested},
+            )
+            message_id = first.id if type(first) is RPCRequest else None
+            return Response(400, _JSON_HEADERS, dumps(error_message(message_id, error)))
         # The 2025 revisions (and 2024-11-05 clients that initialize here).
         session = self._session_for(request, principal)
         if session is not None:
