@@ -465,3 +465,90 @@ async def test_legacy_only_answers_2026_as_an_unknown_version(start_mcp) -> None
     reply, answer = await call(server.ports[0], modern_body("tools/list"))
     assert reply.status == 400
     assert answer["error"]["code"] == -32600  # not a modern error: clients fall back
+
+
+# ---- the digest's status/code map for the modern HTTP binding, row by row ------------
+
+
+async def _deny_all(request):
+    return None
+
+
+STATUS_MAP = [
+    # (row, body, headers override, status, code)
+    (
+        "origin not allowed",
+        modern_body("tools/list"),
+        {"Origin": b"http://evil.example"},
+        403,
+        -32600,
+    ),
+    (
+        "_meta missing",
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
+        {},
+        400,
+        -32602,
+    ),
+    (
+        "header differs from body",
+        modern_body("tools/list"),
+        {"Mcp-Method": b"prompts/list"},
+        400,
+        -32020,
+    ),
+    ("method unknown", modern_body("nope/nope"), {}, 404, -32601),
+    (
+        "needs an undeclared capability",
+        modern_body("tools/call", {"name": "test_missing_capability"}),
+        {},
+        400,
+        -32021,
+    ),
+    (
+        "notification accepted",
+        {"jsonrpc": "2.0", "method": "notifications/x", "params": {}},
+        {},
+        202,
+        None,
+    ),
+    (
+        "unknown tool (handler-level)",
+        modern_body("tools/call", {"name": "missing"}),
+        {},
+        200,
+        -32602,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("row", "body", "override", "status", "code"), STATUS_MAP, ids=[r[0] for r in STATUS_MAP]
+)
+async def test_status_code_map(
+    mcp_port: int, row: str, body: dict, override: dict, status: int, code: int | None
+) -> None:
+    extra = modern_headers(body) if "method" in body else []
+    extra = [(k, v) for k, v in extra if k.decode() not in override] + [
+        (k.encode(), v) for k, v in override.items()
+    ]
+    reply, answer = await call(mcp_port, body, extra=extra)
+    assert reply.status == status, row
+    if code is None:
+        assert answer is None
+    else:
+        assert answer["error"]["code"] == code
+        if status != 403:
+            assert answer["id"] == body.get("id")
+
+
+async def test_status_map_unsupported_version_and_auth(start_mcp) -> None:
+    body = modern_body("tools/list")
+    body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2099-01-01"
+    server = await start_mcp()
+    reply, answer = await call(server.ports[0], body, version="2099-01-01")
+    assert (reply.status, answer["error"]["code"]) == (400, -32022)
+    guarded = await start_mcp(authenticate=_deny_all)
+    reply, _ = await call(guarded.ports[0], modern_body("tools/list"))
+    assert reply.status == 401
+    assert reply.header(b"www-authenticate") == b"Bearer"
