@@ -54,6 +54,12 @@ from load_echo import (
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "mcp_call.lua"
+LUA_MODERN = HERE / "mcp_call_modern.lua"
+MODERN = "2026-07-28"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 PEER_PYTHON = ROOT / ".peers" / "py" / "bin" / "python"
 SERVERS = ("trio-mcp", "python-sdk")
 PACKAGES = ("trio", "orjson", "jsonschema-rs", "Cython")
@@ -103,7 +109,13 @@ def _post(
     server: ServerProcess, body: dict[str, Any], session: str | None
 ) -> tuple[int, str, str | None, bytes]:
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if session is not None:
+    if session == MODERN:  # the stateless era: headers and _meta instead of a session
+        body = {**body, "params": {**body.get("params", {}), "_meta": MODERN_META}}
+        headers["MCP-Protocol-Version"] = MODERN
+        headers["Mcp-Method"] = body["method"]
+        if "name" in body["params"]:
+            headers["Mcp-Name"] = body["params"]["name"]
+    elif session is not None:
         headers["Mcp-Session-Id"] = session
         headers["MCP-Protocol-Version"] = PROTOCOL
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -123,8 +135,10 @@ def _post(
         conn.close()
 
 
-def open_session(server: ServerProcess) -> str:
-    """initialize + notifications/initialized; the new session's id."""
+def open_session(server: ServerProcess, era: str = "2025") -> str:
+    """initialize + notifications/initialized; the new session's id (2026: no session)."""
+    if era == "2026":
+        return MODERN
     status, ctype, sid, data = _post(server, INITIALIZE, None)
     if status != 200 or not sid:
         raise server.fail(
@@ -172,20 +186,20 @@ def bench_one(
 
     def wrk(duration: int) -> list[str]:
         # fresh sessions for every wrk run, so ids never collide with leftovers
-        sessions = [open_session(server) for _ in range(args.threads)]
+        sessions = [open_session(server, args.era) for _ in range(args.threads)]
         return wrk_command(
             port,
             threads=args.threads,
             connections=args.connections,
             duration=duration,
             pin=pin,
-            lua=LUA,
+            lua=LUA_MODERN if args.era == "2026" else LUA,
             script_args=sessions,
         )
 
     try:
         server.wait_ready()
-        check_call(server, open_session(server))
+        check_call(server, open_session(server, args.era))
         if args.warmup > 0:
             run_wrk(wrk(args.warmup), args.warmup)
         load = wrk(args.duration)
@@ -194,7 +208,7 @@ def bench_one(
         cpu_after = server.cpu_seconds()
         if server.proc.poll() is not None:
             raise server.fail(f"died during the load run (exit {server.proc.returncode})")
-        check_call(server, open_session(server))  # still correct after the load
+        check_call(server, open_session(server, args.era))  # still correct after the load
         commands.setdefault(
             name,
             {
@@ -279,6 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", default=",".join(SERVERS), help="comma-separated subset")
     parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
     parser.add_argument("--json", type=Path, help="write results here")
+    parser.add_argument(
+        "--era",
+        choices=["2025", "2026"],
+        default="2025",
+        help="2025: session JSON mode (2025-11-25); 2026: stateless 2026-07-28 requests",
+    )
     args = parser.parse_args(argv)
 
     names = [n.strip() for n in args.servers.split(",") if n.strip()]
