@@ -54,7 +54,6 @@ from load_echo import (
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "mcp_call.lua"
-LUA_MODERN = HERE / "mcp_call_modern.lua"
 MODERN = "2026-07-28"
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -193,7 +192,7 @@ def bench_one(
             connections=args.connections,
             duration=duration,
             pin=pin,
-            lua=LUA_MODERN if args.era == "2026" else LUA,
+            lua=LUA,
             script_args=sessions,
         )
 

@@ -1,4 +1,5 @@
--- wrk script for benchmarks/load_mcp.py: MCP tools/call over established sessions.
+-- wrk script for benchmarks/load_mcp.py: MCP tools/call over established sessions,
+-- or statelessly (2026-07-28) when the script arguments are "2026-07-28".
 --
 --   wrk -t2 -c64 -d10s -s benchmarks/mcp_call.lua http://127.0.0.1:PORT/mcp -- SID1 SID2
 --
@@ -15,6 +16,10 @@ local SAMPLE = 100
 local EXPECT = '"text":"hello"'
 local BODY_HEAD = '{"jsonrpc":"2.0","id":'
 local BODY_TAIL = ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
+local MODERN = "2026-07-28"
+local MODERN_TAIL = ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},' ..
+   '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' ..
+   '"io.modelcontextprotocol/clientCapabilities":{}}}}'
 
 -- main state: remember the threads so done() can collect their counters
 local threads = {}
@@ -42,9 +47,17 @@ function init(args)
    headers = {
       ["Content-Type"] = "application/json",
       ["Accept"] = "application/json, text/event-stream",
-      ["Mcp-Session-Id"] = sid,
-      ["MCP-Protocol-Version"] = "2025-11-25",
    }
+   if sid == MODERN then
+      -- no session: the _meta envelope and the headers that mirror it
+      headers["MCP-Protocol-Version"] = MODERN
+      headers["Mcp-Method"] = "tools/call"
+      headers["Mcp-Name"] = "echo"
+      BODY_TAIL = MODERN_TAIL
+   else
+      headers["Mcp-Session-Id"] = sid
+      headers["MCP-Protocol-Version"] = "2025-11-25"
+   end
 end
 
 function request()

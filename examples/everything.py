@@ -219,6 +219,20 @@ async def test_trigger_resource_update(uri: str = "test://watched-resource") -> 
 # ---- 2026-07-28 fixtures: capabilities per request, logging, input-required rounds ----
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+THREE_INPUTS = {
+    "user_name": (
+        "elicitation/create",
+        {"mode": "form", "message": "Your name?", "requestedSchema": NAME_SCHEMA},
+    ),
+    "greeting": (
+        "sampling/createMessage",
+        {
+            "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
+            "maxTokens": 20,
+        },
+    ),
+    "client_roots": ("roots/list", {}),
+}
 
 
 @server.tool()
@@ -286,22 +300,7 @@ async def test_input_required_result_request_state(ctx: Context) -> str:
 async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
     """Asks for three inputs in one round."""
     ctx.state["round"] = "multiple"
-    answers = await ctx.ask_inputs(
-        {
-            "user_name": (
-                "elicitation/create",
-                {"mode": "form", "message": "Your name?", "requestedSchema": NAME_SCHEMA},
-            ),
-            "greeting": (
-                "sampling/createMessage",
-                {
-                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
-                    "maxTokens": 20,
-                },
-            ),
-            "client_roots": ("roots/list", {}),
-        }
-    )
+    answers = await ctx.ask_inputs(THREE_INPUTS)
     return f"Got inputs: {', '.join(sorted(answers))}"
 
 
@@ -325,22 +324,7 @@ async def test_input_required_result_tampered_state(ctx: Context) -> str:
 @server.tool()
 async def test_input_required_result_capabilities(ctx: Context) -> str:
     """Asks only for the inputs the client declared."""
-    answers = await ctx.ask_inputs(
-        {
-            "user_name": (
-                "elicitation/create",
-                {"mode": "form", "message": "Your name?", "requestedSchema": NAME_SCHEMA},
-            ),
-            "greeting": (
-                "sampling/createMessage",
-                {
-                    "messages": [{"role": "user", "content": {"type": "text", "text": "Say hi"}}],
-                    "maxTokens": 20,
-                },
-            ),
-            "client_roots": ("roots/list", {}),
-        }
-    )
+    answers = await ctx.ask_inputs(THREE_INPUTS)
     return f"Got inputs: {', '.join(sorted(answers))}"
 
 

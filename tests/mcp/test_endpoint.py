@@ -818,6 +818,17 @@ async def _initialize_with(mcp: MCP, capabilities: dict) -> None:
     mcp.version = "2025-11-25"
 
 
+async def _response_head(client: Client) -> h11.Response:
+    """The head of a response whose body (a stream) is still coming."""
+    while True:
+        event = client.h11.next_event()
+        if event is h11.NEED_DATA:
+            client.h11.receive_data(await client.stream.receive_some(65536))
+        else:
+            assert isinstance(event, h11.Response)
+            return event
+
+
 async def _read_event(client: Client) -> dict:
     """Read SSE data from a streamed response until one whole event has arrived."""
     pending = getattr(client, "sse_pending", b"")
@@ -875,10 +886,7 @@ async def test_tool_asks_the_client_on_its_stream_and_resumes_on_the_answer(
         )
         with trio.fail_after(10):
             # the response head arrives first: an event stream
-            head = c1.h11.next_event()
-            while head is h11.NEED_DATA:
-                c1.h11.receive_data(await c1.stream.receive_some(65536))
-                head = c1.h11.next_event()
+            head = await _response_head(c1)
             assert isinstance(head, h11.Response)
             assert dict(head.headers)[b"content-type"] == b"text/event-stream"
             asked = await _read_event(c1)
@@ -935,10 +943,7 @@ async def test_a_client_error_answer_becomes_the_tools_error(mcp_port: int) -> N
             )
         )
         with trio.fail_after(10):
-            head = c1.h11.next_event()
-            while head is h11.NEED_DATA:
-                c1.h11.receive_data(await c1.stream.receive_some(65536))
-                head = c1.h11.next_event()
+            await _response_head(c1)
             asked = await _read_event(c1)
             await second.post(
                 {
@@ -969,10 +974,7 @@ async def test_answers_from_another_session_are_ignored(mcp_port: int) -> None:
             )
         )
         with trio.fail_after(10):
-            head = c1.h11.next_event()
-            while head is h11.NEED_DATA:
-                c1.h11.receive_data(await c1.stream.receive_some(65536))
-                head = c1.h11.next_event()
+            await _response_head(c1)
             asked = await _read_event(c1)
             # the same id from another session must not resolve this one
             await other.post({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}})
@@ -1011,10 +1013,7 @@ async def test_url_mode_elicitation_and_its_completion(start_mcp, nursery) -> No
             )
         )
         with trio.fail_after(10):
-            head = c1.h11.next_event()
-            while head is h11.NEED_DATA:
-                c1.h11.receive_data(await c1.stream.receive_some(65536))
-                head = c1.h11.next_event()
+            await _response_head(c1)
             asked = await _read_event(c1)
             assert asked["params"] == {
                 "mode": "url",
