@@ -333,6 +333,7 @@ class Resource:
     is_async: bool
     mime_type: str | None
     context_param: str | None
+    cache: tuple[int, str] | None
     listing: dict[str, Any] = field(repr=False)
 
 
@@ -344,6 +345,7 @@ class ResourceTemplate:
     is_async: bool
     mime_type: str | None
     context_param: str | None
+    cache: tuple[int, str] | None
     listing: dict[str, Any] = field(repr=False)
 
 
@@ -586,12 +588,19 @@ class Server:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        cache: tuple[int, str] | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as a resource or, with ``{var}`` parts, a template."""
 
         def register(fn: F) -> F:
             self.add_resource(
-                fn, uri, name=name, title=title, description=description, mime_type=mime_type
+                fn,
+                uri,
+                name=name,
+                title=title,
+                description=description,
+                mime_type=mime_type,
+                cache=cache,
             )
             return fn
 
@@ -606,12 +615,14 @@ class Server:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        cache: tuple[int, str] | None = None,
     ) -> Resource | ResourceTemplate:
         """Register `fn` to produce the contents of `uri` (a URI template if it has ``{var}``).
 
         `fn` returns str (text), bytes (a blob), or a list of content dicts with
         ``uri`` and ``text``/``blob``; a template's variables are passed as
-        keyword arguments.
+        keyword arguments. `cache` is this resource's ``(ttlMs, cacheScope)``
+        for 2026-07-28 reads.
         """
         listing: dict[str, Any] = {"name": name or fn.__name__}
         _put(listing, "title", title)
@@ -628,6 +639,7 @@ class Server:
                 is_async=_is_async(fn),
                 mime_type=mime_type,
                 context_param=context_param,
+                cache=cache,
                 listing={"uriTemplate": uri, **listing},
             )
             self.resource_templates[uri] = template
@@ -640,6 +652,7 @@ class Server:
             is_async=_is_async(fn),
             mime_type=mime_type,
             context_param=context_param,
+            cache=cache,
             listing={"uri": uri, **listing},
         )
         self.resources[uri] = resource

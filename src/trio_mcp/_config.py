@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 import socket
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 MiB = 1024 * 1024
 KiB = 1024
@@ -124,6 +125,8 @@ class MCPConfig:
             (memory for resumption is at most sessions x streams x bytes).
         cache_ttl_ms, cache_scope: the cache hints (``ttlMs``, ``cacheScope``)
             on the cacheable 2026-07-28 results (discover, the lists, reads).
+        cache_hints: per method overrides, e.g. ``{"tools/list": (60000,
+            "public")}``; a resource registered with its own hints uses those.
         request_state_keys: HMAC keys that seal 2026-07-28 ``requestState``;
             the first seals, all are accepted (rotation). Give the same keys to
             every worker and replica; empty means a random key per process.
@@ -152,6 +155,7 @@ class MCPConfig:
     event_buffer_age_s: float = 120.0
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
+    cache_hints: Mapping[str, tuple[int, str]] = field(default_factory=dict)
     request_state_keys: tuple[str, ...] = ()
     request_state_ttl_s: float = 600.0
     legacy_sse: bool = True
@@ -168,8 +172,9 @@ class MCPConfig:
             raise ValueError('eras must be "both", "legacy" or "modern"')
         if self.cache_ttl_ms < 0:
             raise ValueError("cache_ttl_ms must not be negative")
-        if self.cache_scope not in ("public", "private"):
-            raise ValueError('cache_scope must be "public" or "private"')
+        for ttl, scope in [(self.cache_ttl_ms, self.cache_scope), *self.cache_hints.values()]:
+            if ttl < 0 or scope not in ("public", "private"):
+                raise ValueError('cache hints need ttlMs >= 0 and a scope "public" or "private"')
         if not self.keepalive_s > 0:
             raise ValueError("keepalive_s must be positive")
         if self.sse_retry_ms < 0:

@@ -552,3 +552,57 @@ async def test_status_map_unsupported_version_and_auth(start_mcp) -> None:
     reply, _ = await call(guarded.ports[0], modern_body("tools/list"))
     assert reply.status == 401
     assert reply.header(b"www-authenticate") == b"Bearer"
+
+
+async def test_cache_hints_per_list_and_per_resource(start_mcp) -> None:
+    from trio_mcp import Server
+
+    app = Server("cached")
+
+    @app.resource("test://hot", cache=(5000, "public"))
+    async def hot() -> str:
+        return "hot"
+
+    @app.resource("test://plain")
+    async def plain() -> str:
+        return "plain"
+
+    server = await start_mcp(app, cache_hints={"resources/list": (60000, "public")})
+    port = server.ports[0]
+    _, listed = await call(port, modern_body("resources/list"))
+    assert (listed["result"]["ttlMs"], listed["result"]["cacheScope"]) == (60000, "public")
+    _, hot_read = await call(port, modern_body("resources/read", {"uri": "test://hot"}))
+    assert (hot_read["result"]["ttlMs"], hot_read["result"]["cacheScope"]) == (5000, "public")
+    _, plain_read = await call(port, modern_body("resources/read", {"uri": "test://plain"}))
+    assert (plain_read["result"]["ttlMs"], plain_read["result"]["cacheScope"]) == (0, "private")
+
+
+async def test_shutdown_ends_listen_streams_with_their_response(nursery) -> None:
+    from _support import EventReader
+    from mcp_fixtures import everything
+
+    from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
+
+    server: HTTPServer = await nursery.start(
+        lambda task_status: serve_mcp(
+            everything, MCPConfig(http=ServerConfig(port=0)), task_status=task_status
+        )
+    )
+    body = modern_body(
+        "subscriptions/listen", {"notifications": {"toolsListChanged": True}}, id="L"
+    )
+    async with await connect(server.ports[0]) as client:
+        reader = EventReader(client)
+        with trio.fail_after(10):
+            await reader.head(mcp_post(body, version=V, extra=modern_headers(body)))
+            await reader.message()  # the acknowledgement
+            server.shutdown()
+            _, final = await reader.message()
+    assert final == {
+        "jsonrpc": "2.0",
+        "id": "L",
+        "result": {
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "L"},
+        },
+    }

@@ -167,7 +167,11 @@ class Dispatcher:
             if resource.context_param is not None:
                 kwargs[resource.context_param] = ctx
             value = await self._call(resource.fn, resource.is_async, kwargs)
-            return {"contents": resource_contents(uri, resource.mime_type, value)}
+            return _with_cache(
+                {"contents": resource_contents(uri, resource.mime_type, value)},
+                resource.cache,
+                version,
+            )
         for template in self.app.resource_templates.values():
             match = template.pattern.fullmatch(uri)
             if match is not None:
@@ -175,7 +179,11 @@ class Dispatcher:
                 if template.context_param is not None:
                     kwargs[template.context_param] = ctx
                 value = await self._call(template.fn, template.is_async, kwargs)
-                return {"contents": resource_contents(uri, template.mime_type, value)}
+                return _with_cache(
+                    {"contents": resource_contents(uri, template.mime_type, value)},
+                    template.cache,
+                    version,
+                )
         raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
 
     async def _resources_subscribe(
@@ -252,6 +260,15 @@ class Dispatcher:
                 "hasMore": len(values) > 100,
             }
         }
+
+
+def _with_cache(
+    result: dict[str, Any], cache: tuple[int, str] | None, version: str
+) -> dict[str, Any]:
+    """A resource's own cache hints, on 2026-07-28 reads (older revisions have none)."""
+    if cache is not None and version >= "2026-07-28":
+        result["ttlMs"], result["cacheScope"] = cache
+    return result
 
 
 def _uri(params: dict[str, Any]) -> str:

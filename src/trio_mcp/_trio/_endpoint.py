@@ -393,6 +393,12 @@ class MCPEndpoint:
         self.sealer = StateSealer(
             [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
         )
+        if self.sealer.generated and config.http.reuse_port:
+            logger.warning(
+                "request_state_keys is empty: this process seals 2026 requestState with its "
+                "own random key, so other processes on the same port will refuse it; set the "
+                "same keys on every worker"
+            )
 
     # ---- HTTP --------------------------------------------------------------
 
@@ -429,6 +435,20 @@ class MCPEndpoint:
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    def drain(self) -> None:
+        """The server is shutting down: end every long-lived stream gracefully.
+
+        Listen streams end with their final response, GET streams and legacy
+        SSE streams simply end (their clients reconnect, to another replica).
+        """
+        for listener in list(self._listeners):
+            if listener.channel is not None:
+                listener.channel.close()
+        for session in self.sessions.live():
+            if session.get_stream is not None:
+                session.get_stream.close()
+                session.get_stream = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPEndpoint]:
@@ -742,8 +762,11 @@ class MCPEndpoint:
         meta = result.setdefault("_meta", {})
         meta[META_SERVER_INFO] = self._server_info()
         if method in _CACHEABLE and result["resultType"] == "complete":
-            result.setdefault("ttlMs", self.config.cache_ttl_ms)
-            result.setdefault("cacheScope", self.config.cache_scope)
+            ttl, scope = self.config.cache_hints.get(
+                method, (self.config.cache_ttl_ms, self.config.cache_scope)
+            )
+            result.setdefault("ttlMs", ttl)  # a resource's own hints were set by the read
+            result.setdefault("cacheScope", scope)
 
     async def _delete(self, request: Request) -> Response:
         principal = await self._principal(request)

@@ -161,8 +161,14 @@ class HTTPServer:
         Idle connections close at once; a connection in the middle of a
         request answers it with ``Connection: close``. Whatever still runs
         after ``config.shutdown_timeout_s`` is cancelled. `serve` returns when
-        every connection is gone.
+        every connection is gone. If the handler has a ``drain()`` method, it is
+        called first, so that it can end its long-lived streams gracefully.
         """
+        if not self._shutdown.is_set():
+            # A handler with long-lived streams may end them now (MCP listen/GET streams).
+            drain = getattr(self.handler, "drain", None)
+            if drain is not None:
+                drain()
         self._shutdown.set()
 
     async def enforce_timeouts(self) -> None:
