@@ -554,6 +554,21 @@ async def test_status_map_unsupported_version_and_auth(start_mcp) -> None:
     assert reply.header(b"www-authenticate") == b"Bearer"
 
 
+async def test_status_map_token_lacks_scope(start_mcp) -> None:
+    from trio_mcp import Server
+
+    async def no_tools(principal: object, method: str, name: str | None) -> bool:
+        return method != "tools/call"
+
+    app = Server("scoped", authorize=no_tools)
+    app.add_tool(lambda: "x", name="t")
+    server = await start_mcp(app)
+    reply, answer = await call(server.ports[0], modern_body("tools/call", {"name": "t"}))
+    assert reply.status == 403
+    assert reply.header(b"www-authenticate") == b'Bearer error="insufficient_scope"'
+    assert answer["id"] == 1
+
+
 async def test_cache_hints_per_list_and_per_resource(start_mcp) -> None:
     from trio_mcp import Server
 

@@ -86,6 +86,8 @@ _LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 _FORBIDDEN: Final = MCPError(INVALID_REQUEST, "Forbidden: not authorized for this request")
+#: The scope challenge that goes with an authorization refusal (RFC 6750 3.1).
+_INSUFFICIENT_SCOPE: Final = [(b"www-authenticate", b'Bearer error="insufficient_scope"')]
 #: Methods whose target is ``params.name``; the others that have one use ``params.uri``.
 _NAMED: Final = frozenset({"tools/call", "prompts/get"})
 
@@ -584,7 +586,7 @@ class MCPEndpoint:
             denied = await self._denied(requests, principal)
             if denied and not batch:
                 body = dumps(error_message(requests[0].id, _FORBIDDEN))
-                return Response(403, _JSON_HEADERS, body)
+                return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE, body)
             messages = [
                 Invalid(m.id, _FORBIDDEN) if type(m) is RPCRequest and m.id in denied else m
                 for m in messages
@@ -649,7 +651,8 @@ class MCPEndpoint:
             error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
             return Response(404, _JSON_HEADERS, dumps(error_message(message.id, error)))
         if self.app.authorize is not None and await self._denied([message], principal):
-            return Response(403, _JSON_HEADERS, dumps(error_message(message.id, _FORBIDDEN)))
+            body = dumps(error_message(message.id, _FORBIDDEN))
+            return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE, body)
         return DeferredResponse(
             functools.partial(self._modern_respond, request, message, envelope, principal, cors)
         )
