@@ -56,7 +56,7 @@ from .._modern import (
 from .._mrtr import InputRequired, StateSealer, params_digest
 from .._schema import header_mismatch
 from .._sessions import Session, SessionsFull, SessionTable
-from .._speedups import decode_header_value, format_comment, format_event
+from .._speedups import decode_header_value, format_event
 from .._streamable import (
     JSON,
     SSE,
@@ -68,6 +68,16 @@ from .._streamable import (
 from .._versions import BATCH_VERSION, HEADERLESS_VERSION, negotiate
 from ._dispatch import Dispatcher
 from ._server import HTTPServer, run, serve
+from ._streams import (
+    KEEPALIVE,
+    MESSAGE,
+    SSE_HEADERS,
+    STREAM_QUEUE,
+    LegacyStream,
+    Listener,
+    PostStream,
+    Waiter,
+)
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -75,12 +85,6 @@ logger = logging.getLogger("trio_mcp.endpoint")
 Authenticator = Callable[[Request], Awaitable[object | None]]
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
-_SSE_HEADERS: Final = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-_MESSAGE: Final = b"message"
 _ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
 _LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -119,17 +123,6 @@ _LISTEN_METHODS: Final = {
 }
 
 
-class _Listener:
-    """One open subscriptions/listen stream and what it honours."""
-
-    __slots__ = ("id", "honored", "channel")
-
-    def __init__(self, id: Any, honored: dict[str, Any]) -> None:
-        self.id = id
-        self.honored = honored
-        self.channel: trio.MemorySendChannel[bytes] | None = None
-
-
 #: The requests that may answer input_required (2026-07-28 MRTR).
 _MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 #: A log level above every real one: nothing passes.
@@ -149,130 +142,7 @@ def _modern_status(answer: dict[str, Any]) -> int:
     return 200
 
 
-_STREAM_QUEUE: Final = 256  # frames waiting for a slow GET client before it is detached
 _BROADCAST_QUEUE: Final = 1024
-_KEEPALIVE: Final = format_comment(b"keepalive")
-
-
-class _PostStream:
-    """The SSE answer of one POST: opened on the first event, ids and buffering
-    for resumption (sessions only), and live hand-over to a client that resumes
-    it with GET after losing the connection."""
-
-    __slots__ = (
-        "_endpoint",
-        "_writer",
-        "_session",
-        "_version",
-        "_cors",
-        "number",
-        "_subscriber",
-        "on_broken",
-    )
-
-    def __init__(
-        self,
-        endpoint: MCPEndpoint,
-        writer: Any,
-        session: Session | None,
-        version: str,
-        cors: Headers,
-    ) -> None:
-        self._endpoint = endpoint
-        self._writer = writer
-        self._session = session
-        self._version = version
-        self._cors = cors
-        self.number = 0
-        self._subscriber: trio.MemorySendChannel[bytes] | None = None
-        #: Called when the client is found gone (2026-07-28: that cancels the request).
-        self.on_broken: Callable[[], None] | None = None
-
-    def attach(self, subscriber: trio.MemorySendChannel[bytes]) -> None:
-        """A resumed GET takes over the live events of this stream."""
-        if self._subscriber is not None:
-            self._subscriber.close()
-        self._subscriber = subscriber
-
-    async def emit(self, data: bytes) -> None:
-        endpoint = self._endpoint
-        if endpoint.config.json_response_only:
-            return
-        writer = self._writer
-        session = self._session
-        if not writer.started:
-            await self._open()
-        if session is None:
-            await writer.send(format_event(data, event=_MESSAGE))
-            if writer.broken and self.on_broken is not None:
-                self.on_broken()
-            return
-        frame = await endpoint._publish(session, self.number, data)
-        if not writer.broken:
-            await writer.send(frame)
-        elif self._subscriber is not None:
-            try:
-                self._subscriber.send_nowait(frame)
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscriber.close()
-                self._subscriber = None
-
-    async def _open(self) -> None:
-        session = self._session
-        await self._writer.start(200, _SSE_HEADERS + self._cors)
-        if session is not None:
-            session.next_stream += 1
-            self.number = session.next_stream
-            session.live_streams[self.number] = self
-            if self._version >= "2025-11-25":
-                await self._prime()
-
-    async def _prime(self) -> None:
-        # SEP-1699: an id (and the retry hint) before anything else, so a
-        # client can resume even if the connection drops before the first event.
-        assert self._session is not None
-        endpoint = self._endpoint
-        event_id = await endpoint.events.append(
-            self._session.id, self.number, b"", trio.current_time()
-        )
-        frame = format_event(b"", event_id=event_id.encode(), retry_ms=endpoint.config.sse_retry_ms)
-        await self._writer.send(frame)
-
-    async def close_connection(self) -> None:
-        """End this POST's HTTP response now; later events wait for a resuming GET."""
-        writer = self._writer
-        if self._session is None or writer.broken or self._endpoint.config.json_response_only:
-            return
-        if not writer.started:
-            await self._open()
-        await self._prime()
-        await writer.end_and_close()
-
-    def finish(self) -> None:
-        if self._session is not None and self.number:
-            self._session.live_streams.pop(self.number, None)
-        if self._subscriber is not None:
-            self._subscriber.close()
-
-
-class _LegacyStream:
-    """Where a legacy HTTP+SSE request's messages go: its session's one stream."""
-
-    __slots__ = ("_session",)
-
-    def __init__(self, session: Session) -> None:
-        self._session = session
-
-    async def emit(self, data: bytes) -> None:
-        channel = self._session.get_stream
-        if channel is not None:
-            try:
-                await channel.send(format_event(data, event=_MESSAGE))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the stream is gone, and the session with it
-
-    async def close_connection(self) -> None:
-        """Nothing to do: on HTTP+SSE every answer shares the session's stream."""
 
 
 def _query_value(query: str, name: str) -> str | None:
@@ -281,21 +151,6 @@ def _query_value(query: str, name: str) -> str | None:
         if key == name and sep:
             return value
     return None
-
-
-class _Waiter:
-    """A request we sent to the client, waiting for the response to arrive in a POST."""
-
-    __slots__ = ("done", "response")
-
-    def __init__(self) -> None:
-        self.done = trio.Event()
-        self.response: RPCResponse | None = None
-
-    def resolve(self, response: RPCResponse) -> None:
-        if self.response is None:
-            self.response = response
-            self.done.set()
 
 
 class _Reject(Exception):
@@ -376,7 +231,7 @@ class MCPEndpoint:
         )
         self._broadcasts: trio.MemorySendChannel[Any] | None = None
         #: Open 2026-07-28 subscriptions/listen streams.
-        self._listeners: set[_Listener] = set()
+        self._listeners: set[Listener] = set()
         #: Runs the requests of legacy HTTP+SSE sessions (answered on their stream).
         self._nursery: trio.Nursery | None = None
         #: What the app's lifespan yielded, while `running` is entered.
@@ -666,7 +521,7 @@ class MCPEndpoint:
         cors: Headers,
         writer: Any,
     ) -> None:
-        stream = _PostStream(self, writer, None, envelope.version, cors)
+        stream = PostStream(self, writer, None, envelope.version, cors)
         try:
             answer = await self._answer(
                 message, request, None, envelope.version, principal, stream, envelope
@@ -701,24 +556,24 @@ class MCPEndpoint:
         uris = wanted.get("resourceSubscriptions")
         if isinstance(uris, list) and caps.get("resources", {}).get("subscribe"):
             honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
-        listener = _Listener(message.id, honored)
+        listener = Listener(message.id, honored)
         return DeferredResponse(functools.partial(self._stream_listen, listener, envelope, cors))
 
     async def _stream_listen(
-        self, listener: _Listener, envelope: Envelope, cors: Headers, writer: Any
+        self, listener: Listener, envelope: Envelope, cors: Headers, writer: Any
     ) -> None:
-        send, receive = trio.open_memory_channel[bytes](_STREAM_QUEUE)
+        send, receive = trio.open_memory_channel[bytes](STREAM_QUEUE)
         listener.channel = send
         self._listeners.add(listener)
         tag = {_SUBSCRIPTION_ID: listener.id}
         try:
-            await writer.start(200, _SSE_HEADERS + cors)
+            await writer.start(200, SSE_HEADERS + cors)
             ack = {
                 "jsonrpc": "2.0",
                 "method": "notifications/subscriptions/acknowledged",
                 "params": {"_meta": tag, "notifications": listener.honored},
             }
-            await writer.send(format_event(dumps(ack), event=_MESSAGE))
+            await writer.send(format_event(dumps(ack), event=MESSAGE))
             while not writer.broken:
                 with trio.move_on_after(self.config.keepalive_s) as idle:
                     try:
@@ -727,10 +582,10 @@ class MCPEndpoint:
                         # the server ends the subscription: the response says so
                         result = {"resultType": "complete", "_meta": tag}
                         final = {"jsonrpc": "2.0", "id": listener.id, "result": result}
-                        await writer.send(format_event(dumps(final), event=_MESSAGE))
+                        await writer.send(format_event(dumps(final), event=MESSAGE))
                         break
                 if idle.cancelled_caught:
-                    await writer.send(_KEEPALIVE)
+                    await writer.send(KEEPALIVE)
                 else:
                     await writer.send(frame)
         finally:
@@ -750,7 +605,7 @@ class MCPEndpoint:
                 continue
             tagged = {**params, "_meta": {_SUBSCRIPTION_ID: listener.id}}
             frame = format_event(
-                dumps({"jsonrpc": "2.0", "method": method, "params": tagged}), event=_MESSAGE
+                dumps({"jsonrpc": "2.0", "method": method, "params": tagged}), event=MESSAGE
             )
             assert listener.channel is not None
             try:
@@ -863,7 +718,7 @@ class MCPEndpoint:
         writer: Any,
     ) -> None:
         """Answer the requests of one POST (a DeferredResponse's body)."""
-        stream = _PostStream(self, writer, session, version, cors)
+        stream = PostStream(self, writer, session, version, cors)
         answers: list[dict[str, Any]] = []
         try:
             for message in messages:
@@ -911,7 +766,7 @@ class MCPEndpoint:
                     "Bad Request: Last-Event-ID names no event of this session",
                 )
             number, backlog = found
-        send, receive = trio.open_memory_channel[bytes](_STREAM_QUEUE)
+        send, receive = trio.open_memory_channel[bytes](STREAM_QUEUE)
         if number == 0:
             if session.get_stream is not None:
                 raise _Reject(
@@ -942,7 +797,7 @@ class MCPEndpoint:
         """Replay what the client missed, then forward live events, with keepalives."""
         keepalive = self.config.keepalive_s
         try:
-            await writer.start(200, _SSE_HEADERS + cors)
+            await writer.start(200, SSE_HEADERS + cors)
             if number == 0 and not backlog and session.protocol_version >= "2025-11-25":
                 data = b""
                 event_id = await self.events.append(session.id, 0, data, trio.current_time())
@@ -953,7 +808,7 @@ class MCPEndpoint:
                 )
             for event in backlog:
                 await writer.send(
-                    format_event(event.data, event_id=event.event_id.encode(), event=_MESSAGE)
+                    format_event(event.data, event_id=event.event_id.encode(), event=MESSAGE)
                 )
             while not writer.broken:
                 with trio.move_on_after(keepalive) as idle:
@@ -962,7 +817,7 @@ class MCPEndpoint:
                     except trio.EndOfChannel:
                         break
                 if idle.cancelled_caught:
-                    await writer.send(_KEEPALIVE)  # a dead socket shows up here
+                    await writer.send(KEEPALIVE)  # a dead socket shows up here
                 else:
                     await writer.send(frame)
         finally:
@@ -1010,7 +865,7 @@ class MCPEndpoint:
                 "Service Unavailable: too many sessions",
                 [(b"retry-after", b"5")],
             ) from None
-        send, receive = trio.open_memory_channel[bytes](_STREAM_QUEUE)
+        send, receive = trio.open_memory_channel[bytes](STREAM_QUEUE)
         session.get_stream = send
         return DeferredResponse(functools.partial(self._legacy_stream, session, receive, cors))
 
@@ -1024,7 +879,7 @@ class MCPEndpoint:
         keepalive = self.config.keepalive_s
         endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
         try:
-            await writer.start(200, _SSE_HEADERS + cors)
+            await writer.start(200, SSE_HEADERS + cors)
             await writer.send(format_event(endpoint, event=b"endpoint"))
             while not writer.broken:
                 with trio.move_on_after(keepalive) as idle:
@@ -1033,7 +888,7 @@ class MCPEndpoint:
                     except trio.EndOfChannel:
                         break
                 if idle.cancelled_caught:
-                    await writer.send(_KEEPALIVE)
+                    await writer.send(KEEPALIVE)
                 else:
                     await writer.send(frame)
         finally:
@@ -1078,7 +933,7 @@ class MCPEndpoint:
     async def _legacy_answer(
         self, request: Request, session: Session, message: RPCRequest, principal: object
     ) -> None:
-        stream = _LegacyStream(session)
+        stream = LegacyStream(session)
         if message.method == "initialize":
             try:
                 version, capabilities, client_info, result = self._initialize_result(message.params)
@@ -1146,16 +1001,16 @@ class MCPEndpoint:
                     and LOG_LEVELS[params["level"]] < LOG_LEVELS[threshold]
                 ):
                     continue
-                await self._publish(session, 0, data)
+                await self.publish(session, 0, data)
 
-    async def _publish(self, session: Session, number: int, data: bytes) -> bytes:
+    async def publish(self, session: Session, number: int, data: bytes) -> bytes:
         """Store `data` as the next event of stream `number`; returns its SSE frame.
 
         For the GET stream (0) the frame also goes to the attached client, if
         any; one that cannot keep up is detached and must resume.
         """
         event_id = await self.events.append(session.id, number, data, trio.current_time())
-        frame = format_event(data, event_id=event_id.encode(), event=_MESSAGE)
+        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
         if number == 0 and session.get_stream is not None:
             try:
                 session.get_stream.send_nowait(frame)
@@ -1171,7 +1026,7 @@ class MCPEndpoint:
         session: Session | None,
         version: str,
         principal: object,
-        stream: _PostStream | _LegacyStream,
+        stream: PostStream | LegacyStream,
         envelope: Envelope | None = None,
     ) -> dict[str, Any] | None:
         """The response to one request; None when it was cancelled.
@@ -1224,7 +1079,7 @@ class MCPEndpoint:
             if envelope is not None:
                 capabilities = envelope.client_capabilities
                 log_level = envelope.log_level or _LOGGING_OFF  # no logLevel: no messages
-                if isinstance(stream, _PostStream):
+                if isinstance(stream, PostStream):
                     stream.on_broken = scope.cancel  # closing the stream cancels (SEP-2575)
             elif session is not None:
                 capabilities, log_level = session.client_capabilities, session.log_level
@@ -1303,7 +1158,7 @@ class MCPEndpoint:
             )
         session.next_request_id += 1
         request_id = session.next_request_id
-        waiter = _Waiter()
+        waiter = Waiter()
         session.pending[request_id] = waiter
         limit = timeout_s if timeout_s is not None else self.config.client_request_timeout_s
         try:
