@@ -1051,94 +1051,114 @@ class MCPEndpoint:
             )
         meta = message.params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+        # A POST answer is cancelled through its connection (see PostStream.cancel_scope);
+        # a legacy HTTP+SSE request runs in a task of its own and gets a scope.
+        args = (message, request, session, version, principal, stream, envelope)
+        if isinstance(stream, PostStream):
+            return await self._run(*args, handler, in_flight, progress_token, stream.cancel_scope)
         with trio.CancelScope() as scope:
-            ask = None
-            if session is not None and not self.config.json_response_only:
-                ask = functools.partial(self._ask_client, session, stream.emit)
-            log_level: str | None
-            mrtr = envelope is not None and message.method in _MRTR_METHODS
-            input_responses: dict[str, Any] = {}
-            state: dict[str, Any] = {}
-            if mrtr:
-                params = message.params
-                responses = params.get("inputResponses")
-                input_responses = responses if isinstance(responses, dict) else {}
-                if "requestState" in params:
-                    try:
-                        state, earlier = self.sealer.open(
-                            params["requestState"],
-                            principal=principal,
-                            method=message.method,
-                            digest=params_digest(params),
-                            now=trio.current_time(),
-                        )
-                    except MCPError as exc:
-                        return error_message(message.id, exc)
-                    # answers from earlier rounds count too: the handler re-runs from the top
-                    input_responses = {**earlier, **input_responses}
-            if envelope is not None:
-                capabilities = envelope.client_capabilities
-                log_level = envelope.log_level or _LOGGING_OFF  # no logLevel: no messages
-                if isinstance(stream, PostStream):
-                    stream.on_broken = scope.cancel  # closing the stream cancels (SEP-2575)
-            elif session is not None:
-                capabilities, log_level = session.client_capabilities, session.log_level
-            else:
-                capabilities, log_level = {}, None
-            ctx = Context(
-                request_id=message.id,
-                session_id=session.id if session is not None else None,
-                principal=principal,
-                headers=request.headers,
-                protocol_version=version,
-                client_capabilities=capabilities,
-                progress_token=progress_token,
-                emit=stream.emit,
-                close_stream=stream.close_connection,
-                log_level=log_level,
-                cancel_scope=scope,
-                lifespan=self.lifespan_state,
-                request=ask,
-                input_responses=input_responses,
-                state=state,
-                mrtr=mrtr,
-            )
-            in_flight[message.id] = scope
-            if session is not None:
-                self.sessions.begin_request(session)
-            try:
-                result = await handler(message.params, ctx, session, version)
-                return {"jsonrpc": "2.0", "id": message.id, "result": result}
-            except InputRequired as exc:
-                if envelope is None or message.method not in _MRTR_METHODS:
-                    logger.error(
-                        "%s asked for input where the protocol has no way to", message.method
-                    )
-                    return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
-                token = self.sealer.seal(
-                    ctx.state,
-                    ctx.input_responses,
-                    principal=principal,
-                    method=message.method,
-                    digest=params_digest(message.params),
-                    now=trio.current_time(),
-                )
-                input_required = {
-                    "resultType": "input_required",
-                    "inputRequests": exc.requests,
-                    "requestState": token,
-                }
-                return {"jsonrpc": "2.0", "id": message.id, "result": input_required}
-            except MCPError as exc:
-                return error_message(message.id, exc)
-            except Exception:
-                logger.exception("%s failed", message.method)
-                return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
-            finally:
-                del in_flight[message.id]
-                if session is not None:
-                    self.sessions.end_request(session, trio.current_time())
+            return await self._run(*args, handler, in_flight, progress_token, scope)
         return None  # cancelled: the client no longer wants an answer
+
+    async def _run(
+        self,
+        message: RPCRequest,
+        request: Request,
+        session: Session | None,
+        version: str,
+        principal: object,
+        stream: PostStream | LegacyStream,
+        envelope: Envelope | None,
+        handler: Callable[..., Awaitable[dict[str, Any]]],
+        in_flight: dict[Any, Any],
+        progress_token: Any,
+        scope: trio.CancelScope,
+    ) -> dict[str, Any]:
+        """Run one request's handler under `scope` (which cancels it) and answer it."""
+        ask = None
+        if session is not None and not self.config.json_response_only:
+            ask = functools.partial(self._ask_client, session, stream.emit)
+        log_level: str | None
+        mrtr = envelope is not None and message.method in _MRTR_METHODS
+        input_responses: dict[str, Any] = {}
+        state: dict[str, Any] = {}
+        if mrtr:
+            params = message.params
+            responses = params.get("inputResponses")
+            input_responses = responses if isinstance(responses, dict) else {}
+            if "requestState" in params:
+                try:
+                    state, earlier = self.sealer.open(
+                        params["requestState"],
+                        principal=principal,
+                        method=message.method,
+                        digest=params_digest(params),
+                        now=trio.current_time(),
+                    )
+                except MCPError as exc:
+                    return error_message(message.id, exc)
+                # answers from earlier rounds count too: the handler re-runs from the top
+                input_responses = {**earlier, **input_responses}
+        if envelope is not None:
+            capabilities = envelope.client_capabilities
+            log_level = envelope.log_level or _LOGGING_OFF  # no logLevel: no messages
+            if isinstance(stream, PostStream):
+                stream.on_broken = scope.cancel  # closing the stream cancels (SEP-2575)
+        elif session is not None:
+            capabilities, log_level = session.client_capabilities, session.log_level
+        else:
+            capabilities, log_level = {}, None
+        ctx = Context(
+            request_id=message.id,
+            session_id=session.id if session is not None else None,
+            principal=principal,
+            headers=request.headers,
+            protocol_version=version,
+            client_capabilities=capabilities,
+            progress_token=progress_token,
+            emit=stream.emit,
+            close_stream=stream.close_connection,
+            log_level=log_level,
+            cancel_scope=scope,
+            lifespan=self.lifespan_state,
+            request=ask,
+            input_responses=input_responses,
+            state=state,
+            mrtr=mrtr,
+        )
+        in_flight[message.id] = scope
+        if session is not None:
+            self.sessions.begin_request(session)
+        try:
+            result = await handler(message.params, ctx, session, version)
+            return {"jsonrpc": "2.0", "id": message.id, "result": result}
+        except InputRequired as exc:
+            if envelope is None or message.method not in _MRTR_METHODS:
+                logger.error("%s asked for input where the protocol has no way to", message.method)
+                return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
+            token = self.sealer.seal(
+                ctx.state,
+                ctx.input_responses,
+                principal=principal,
+                method=message.method,
+                digest=params_digest(message.params),
+                now=trio.current_time(),
+            )
+            input_required = {
+                "resultType": "input_required",
+                "inputRequests": exc.requests,
+                "requestState": token,
+            }
+            return {"jsonrpc": "2.0", "id": message.id, "result": input_required}
+        except MCPError as exc:
+            return error_message(message.id, exc)
+        except Exception:
+            logger.exception("%s failed", message.method)
+            return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
+        finally:
+            del in_flight[message.id]
+            if session is not None:
+                self.sessions.end_request(session, trio.current_time())
 
     async def _ask_client(
         self,

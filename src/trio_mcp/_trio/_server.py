@@ -441,6 +441,12 @@ class ResponseWriter:
         self.broken = False
 
     @property
+    def cancel_scope(self) -> trio.CancelScope:
+        """The connection's own cancel scope: cancelling it abandons the request
+        being answered and closes the connection (nothing more is written)."""
+        return self._conn.timer
+
+    @property
     def started(self) -> bool:
         """True once the status line is out (nothing can change it any more)."""
         return self.state is not _WriterState.NEW
