@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -413,6 +413,48 @@ def _us(value: float | None) -> str:
     return "?" if value is None else f"{value:.1f}"
 
 
+def run_rounds(
+    names: list[str],
+    args: argparse.Namespace,
+    bench: Callable[..., Run],
+    *,
+    pin: bool,
+    use_ext: bool,
+) -> tuple[list[Run], dict[str, Any]]:
+    """Run `bench` for every server, round after round, printing each run."""
+    runs: list[Run] = []
+    commands: dict[str, Any] = {}
+    width = max(len(name) for name in names)
+    for round_no in range(1, args.rounds + 1):
+        for name in names:
+            run = bench(name, round_no, args, pin=pin, use_ext=use_ext, commands=commands)
+            runs.append(run)
+            print(
+                f"  round {round_no} {name:{width}} {run.requests_per_s:10.0f} req/s  "
+                f"p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:6.2f} ms  errors {run.errors}  "
+                f"cpu/req {_us(run.cpu_us_per_request)} us  (loadavg before {run.loadavg_before})",
+                flush=True,
+            )
+    return runs, commands
+
+
+def print_summary(names: list[str], runs: list[Run]) -> dict[str, dict[str, Any]]:
+    """The median of each server's runs, printed as a table."""
+    summary = {name: median_of([r for r in runs if r.server == name]) for name in names}
+    width = max(len(name) for name in names) + 1
+    print()
+    print(
+        f"{'server':{width}} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} "
+        f"{'cpu us/req':>11}"
+    )
+    for name, s in summary.items():
+        print(
+            f"{name:{width}} {s['requests_per_s']:10.0f} {s['p50_ms']:8.2f} "
+            f"{s['p99_ms']:8.2f} {s['errors']:7d} {_us(s['server_cpu_us_per_request']):>11}"
+        )
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=10, help="seconds per load run (whole)")
@@ -447,33 +489,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    runs: list[Run] = []
-    commands: dict[str, Any] = {}
     try:
-        for round_no in range(1, args.rounds + 1):
-            for name in names:
-                run = bench_one(name, round_no, args, pin=pin, use_ext=use_ext, commands=commands)
-                runs.append(run)
-                print(
-                    f"  round {round_no} {name:15} {run.requests_per_s:10.0f} req/s  "
-                    f"p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:6.2f} ms  errors {run.errors}  "
-                    f"cpu/req {_us(run.cpu_us_per_request)} us  (loadavg before {run.loadavg_before})",
-                    flush=True,
-                )
+        runs, commands = run_rounds(names, args, bench_one, pin=pin, use_ext=use_ext)
     except BenchmarkError as exc:
         print(f"\nABORTED: {exc}", file=sys.stderr)
         return 1
 
-    summary = {name: median_of([r for r in runs if r.server == name]) for name in names}
-    print()
-    print(
-        f"{'server':16} {'req/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'cpu us/req':>11}"
-    )
-    for name, s in summary.items():
-        print(
-            f"{name:16} {s['requests_per_s']:10.0f} {s['p50_ms']:8.2f} "
-            f"{s['p99_ms']:8.2f} {s['errors']:7d} {_us(s['server_cpu_us_per_request']):>11}"
-        )
+    summary = print_summary(names, runs)
     ratios: dict[str, float] = {}
     if "trio-mcp" in summary:
         ours = summary["trio-mcp"]["requests_per_s"]

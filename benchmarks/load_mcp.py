@@ -41,13 +41,13 @@ from load_echo import (
     BenchmarkError,
     Run,
     ServerProcess,
-    _us,
     can_pin,
     compiled_extensions_present,
     free_port,
     loadavg_now,
     machine_info,
-    median_of,
+    print_summary,
+    run_rounds,
     run_wrk,
     wrk_command,
 )
@@ -323,33 +323,13 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
 
-    runs: list[Run] = []
-    commands: dict[str, Any] = {}
     try:
-        for round_no in range(1, args.rounds + 1):
-            for name in names:
-                run = bench_one(name, round_no, args, pin=pin, use_ext=use_ext, commands=commands)
-                runs.append(run)
-                print(
-                    f"  round {round_no} {name:11} {run.requests_per_s:9.0f} req/s  "
-                    f"p50 {run.p50_ms:6.2f} ms  p99 {run.p99_ms:6.2f} ms  errors {run.errors}  "
-                    f"cpu/req {_us(run.cpu_us_per_request)} us  (loadavg before {run.loadavg_before})",
-                    flush=True,
-                )
+        runs, commands = run_rounds(names, args, bench_one, pin=pin, use_ext=use_ext)
     except BenchmarkError as exc:
         print(f"\nABORTED: {exc}", file=sys.stderr)
         return 1
 
-    summary = {name: median_of([r for r in runs if r.server == name]) for name in names}
-    print()
-    print(
-        f"{'server':12} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'cpu us/req':>11}"
-    )
-    for name, s in summary.items():
-        print(
-            f"{name:12} {s['requests_per_s']:9.0f} {s['p50_ms']:8.2f} "
-            f"{s['p99_ms']:8.2f} {s['errors']:7d} {_us(s['server_cpu_us_per_request']):>11}"
-        )
+    summary = print_summary(names, runs)
     ratios: dict[str, float] = {}
     if "trio-mcp" in summary and "python-sdk" in summary:
         ours, theirs = summary["trio-mcp"], summary["python-sdk"]
