@@ -249,3 +249,21 @@ class EventReader:
             event_id, data, _ = await self.event()
             if data:
                 return event_id, orjson.loads(data)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def connect_when_up(port: int) -> Client:
+    """Connect to a server that is still starting (callers bound the wait)."""
+    while True:
+        try:
+            return await connect(port)
+        except OSError:
+            await trio.sleep(0.05)

@@ -9,21 +9,13 @@ import sys
 import orjson
 import pytest
 import trio
-from _support import EXAMPLES, connect, initialize_body, mcp_post
+from _support import EXAMPLES, connect_when_up, free_port, initialize_body, mcp_post
 
 from trio_mcp._cli import load_server
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_run_serves_the_target_and_drains_on_sigterm() -> None:
-    port = _free_port()
+    port = free_port()
     target = f"{EXAMPLES / 'everything.py'}:server"
     proc = subprocess.Popen(
         [sys.executable, "-m", "trio_mcp", "run", target, "--port", str(port)],
@@ -32,12 +24,7 @@ async def test_run_serves_the_target_and_drains_on_sigterm() -> None:
     )
     try:
         with trio.fail_after(20):
-            while True:
-                try:
-                    client = await connect(port)
-                    break
-                except OSError:
-                    await trio.sleep(0.05)
+            client = await connect_when_up(port)
             async with client:
                 await client.send(mcp_post(initialize_body()))
                 reply = await client.read_reply()

@@ -5,13 +5,12 @@ from __future__ import annotations
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 
 import trio
-from _support import EXAMPLES, Client, connect, post, still_serving
+from _support import EXAMPLES, Client, connect, connect_when_up, free_port, post, still_serving
 
 from trio_mcp import HTTPServer, Request, Response, StreamingResponse
 
@@ -160,14 +159,8 @@ async def test_graceful_shutdown_cancels_after_the_deadline(nursery, start_serve
         assert 0.25 < trio.current_time() - t0 < 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_echo_example_drains_on_sigterm() -> None:
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, str(EXAMPLES / "echo.py"), "--port", str(port)],
         stdout=subprocess.PIPE,
@@ -175,12 +168,7 @@ async def test_echo_example_drains_on_sigterm() -> None:
     )
     try:
         with trio.fail_after(20):
-            while True:
-                try:
-                    client = await connect(port)
-                    break
-                except OSError:
-                    await trio.sleep(0.05)
+            client = await connect_when_up(port)
             async with client:
                 await client.send(post(b"[1]"))
                 assert (await client.read_reply()).body == b"[1]"

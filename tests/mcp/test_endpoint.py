@@ -823,6 +823,13 @@ async def _initialize_with(mcp: MCP, capabilities: dict) -> None:
     mcp.version = "2025-11-25"
 
 
+async def _call_on_stream(client: Client, mcp: MCP, params: dict) -> h11.Response:
+    """Send tools/call (id 1) in `mcp`'s session on `client`; the head of its answer."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    await client.send(mcp_post(body, session=mcp.session, version="2025-11-25"))
+    return await _response_head(client)
+
+
 async def _response_head(client: Client) -> h11.Response:
     """The head of a response whose body (a stream) is still coming."""
     while True:
@@ -877,21 +884,9 @@ async def test_tool_asks_the_client_on_its_stream_and_resumes_on_the_answer(
         first, second = MCP(c1), MCP(c2)
         await _initialize_with(first, {"sampling": {}, "elicitation": {}})
         second.session, second.version = first.session, first.version
-        await c1.send(
-            mcp_post(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments},
-                },
-                session=first.session,
-                version="2025-11-25",
-            )
-        )
         with trio.fail_after(10):
             # the response head arrives first: an event stream
-            head = await _response_head(c1)
+            head = await _call_on_stream(c1, first, {"name": tool, "arguments": arguments})
             assert isinstance(head, h11.Response)
             assert dict(head.headers)[b"content-type"] == b"text/event-stream"
             asked = await _read_event(c1)
@@ -935,20 +930,10 @@ async def test_a_client_error_answer_becomes_the_tools_error(mcp_port: int) -> N
         first, second = MCP(c1), MCP(c2)
         await _initialize_with(first, {"elicitation": {}})
         second.session, second.version = first.session, first.version
-        await c1.send(
-            mcp_post(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-                },
-                session=first.session,
-                version="2025-11-25",
-            )
-        )
         with trio.fail_after(10):
-            await _response_head(c1)
+            await _call_on_stream(
+                c1, first, {"name": "test_elicitation", "arguments": {"message": "?"}}
+            )
             asked = await _read_event(c1)
             await second.post(
                 {
@@ -966,20 +951,10 @@ async def test_answers_from_another_session_are_ignored(mcp_port: int) -> None:
         first, other = MCP(c1), MCP(c2)
         await _initialize_with(first, {"elicitation": {}})
         await _initialize_with(other, {"elicitation": {}})
-        await c1.send(
-            mcp_post(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {"name": "test_elicitation", "arguments": {"message": "?"}},
-                },
-                session=first.session,
-                version="2025-11-25",
-            )
-        )
         with trio.fail_after(10):
-            await _response_head(c1)
+            await _call_on_stream(
+                c1, first, {"name": "test_elicitation", "arguments": {"message": "?"}}
+            )
             asked = await _read_event(c1)
             # the same id from another session must not resolve this one
             await other.post({"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}})
@@ -1005,20 +980,8 @@ async def test_url_mode_elicitation_and_its_completion(start_mcp, nursery) -> No
         first, second = MCP(c1), MCP(c2)
         await _initialize_with(first, {"elicitation": {"url": {}}})
         second.session, second.version = first.session, first.version
-        await c1.send(
-            mcp_post(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 1,
-                    "method": "tools/call",
-                    "params": {"name": "connect_account"},
-                },
-                session=first.session,
-                version="2025-11-25",
-            )
-        )
         with trio.fail_after(10):
-            await _response_head(c1)
+            await _call_on_stream(c1, first, {"name": "connect_account"})
             asked = await _read_event(c1)
             assert asked["params"] == {
                 "mode": "url",
