@@ -621,3 +621,16 @@ async def test_shutdown_ends_listen_streams_with_their_response(nursery) -> None
             "_meta": {"io.modelcontextprotocol/subscriptionId": "L"},
         },
     }
+
+
+def test_shared_port_without_shared_state_keys_warns(caplog) -> None:
+    from trio_mcp import MCPConfig, MCPEndpoint, Server, ServerConfig
+
+    MCPEndpoint(Server("w"), MCPConfig(http=ServerConfig(reuse_port=True)))
+    assert "request_state_keys is empty" in caplog.text
+    caplog.clear()
+    MCPEndpoint(
+        Server("w"), MCPConfig(http=ServerConfig(reuse_port=True), request_state_keys=("k",))
+    )
+    MCPEndpoint(Server("w"), MCPConfig())
+    assert "request_state_keys" not in caplog.text
