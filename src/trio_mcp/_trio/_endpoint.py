@@ -69,12 +69,11 @@ from .._versions import BATCH_VERSION, HEADERLESS_VERSION, negotiate
 from ._dispatch import Dispatcher
 from ._server import HTTPServer, run, serve
 from ._streams import (
-    KEEPALIVE,
     MESSAGE,
     SSE_HEADERS,
-    STREAM_QUEUE,
     LegacyStream,
     Listener,
+    Outbox,
     PostStream,
     Waiter,
 )
@@ -300,8 +299,7 @@ class MCPEndpoint:
         SSE streams simply end (their clients reconnect, to another replica).
         """
         for listener in list(self._listeners):
-            if listener.channel is not None:
-                listener.channel.close()
+            listener.outbox.close()
         for session in self.sessions.live():
             if session.get_stream is not None:
                 session.get_stream.close()
@@ -329,8 +327,7 @@ class MCPEndpoint:
                 self._nursery = None
                 send.close()
                 for listener in list(self._listeners):
-                    if listener.channel is not None:
-                        listener.channel.close()
+                    listener.outbox.close()
                 nursery.cancel_scope.cancel()  # the sweeper and any legacy requests
                 self.lifespan_state = None
 
@@ -556,14 +553,13 @@ class MCPEndpoint:
         uris = wanted.get("resourceSubscriptions")
         if isinstance(uris, list) and caps.get("resources", {}).get("subscribe"):
             honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
-        listener = Listener(message.id, honored)
+        meta = b'"_meta":' + dumps({_SUBSCRIPTION_ID: message.id})
+        listener = Listener(message.id, honored, meta)
         return DeferredResponse(functools.partial(self._stream_listen, listener, envelope, cors))
 
     async def _stream_listen(
         self, listener: Listener, envelope: Envelope, cors: Headers, writer: Any
     ) -> None:
-        send, receive = trio.open_memory_channel[bytes](STREAM_QUEUE)
-        listener.channel = send
         self._listeners.add(listener)
         tag = {_SUBSCRIPTION_ID: listener.id}
         try:
@@ -574,45 +570,34 @@ class MCPEndpoint:
                 "params": {"_meta": tag, "notifications": listener.honored},
             }
             await writer.send(format_event(dumps(ack), event=MESSAGE))
-            while not writer.broken:
-                with trio.move_on_after(self.config.keepalive_s) as idle:
-                    try:
-                        frame = await receive.receive()
-                    except trio.EndOfChannel:
-                        # the server ends the subscription: the response says so
-                        result = {"resultType": "complete", "_meta": tag}
-                        final = {"jsonrpc": "2.0", "id": listener.id, "result": result}
-                        await writer.send(format_event(dumps(final), event=MESSAGE))
-                        break
-                if idle.cancelled_caught:
-                    await writer.send(KEEPALIVE)
-                else:
-                    await writer.send(frame)
+            await listener.outbox.pump(writer, self.config.keepalive_s)
+            if not writer.broken:
+                # the server ended the subscription: the response says so
+                result = {"resultType": "complete", "_meta": tag}
+                final = {"jsonrpc": "2.0", "id": listener.id, "result": result}
+                await writer.send(format_event(dumps(final), event=MESSAGE))
         finally:
             self._listeners.discard(listener)
-            send.close()
-            receive.close()
+            listener.outbox.close()
 
     def _deliver_to_listeners(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         flag = _LISTEN_METHODS.get(method)
         if flag is None:
             return  # log messages and progress never go on a listen stream
+        # Each listener's copy differs only in its _meta: encode the rest once.
+        head = b'{"jsonrpc":"2.0","method":' + dumps(method) + b',"params":{'
+        inner = dumps({k: v for k, v in params.items() if k != "_meta"})[1:-1]
+        if inner:
+            head += inner + b","
         for listener in list(self._listeners):
             if uri is not None:
                 if uri not in listener.honored.get("resourceSubscriptions", ()):
                     continue
             elif not listener.honored.get(flag):
                 continue
-            tagged = {**params, "_meta": {_SUBSCRIPTION_ID: listener.id}}
-            frame = format_event(
-                dumps({"jsonrpc": "2.0", "method": method, "params": tagged}), event=MESSAGE
-            )
-            assert listener.channel is not None
-            try:
-                listener.channel.send_nowait(frame)
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                listener.channel.close()  # too slow: the client must listen again
-                self._listeners.discard(listener)
+            frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
+            if not listener.outbox.offer(frame):
+                self._listeners.discard(listener)  # too slow: the client must listen again
 
     def _decorate(self, method: str, result: dict[str, Any]) -> None:
         """What every modern result carries: resultType, serverInfo, cache hints."""
@@ -766,22 +751,22 @@ class MCPEndpoint:
                     "Bad Request: Last-Event-ID names no event of this session",
                 )
             number, backlog = found
-        send, receive = trio.open_memory_channel[bytes](STREAM_QUEUE)
+        outbox = Outbox()
         if number == 0:
             if session.get_stream is not None:
                 raise _Reject(
                     409, INVALID_REQUEST, "Conflict: this session already has a GET stream"
                 )
-            session.get_stream = send
+            session.get_stream = outbox
             self.sessions.begin_request(session)  # a listening client is not idle
         else:
             live = session.live_streams.get(number)
             if live is not None:
-                live.attach(send)
+                live.attach(outbox)
             else:
-                send.close()  # that POST has finished: replay, then end
+                outbox.close()  # that POST has finished: replay, then end
         return DeferredResponse(
-            functools.partial(self._stream_get, session, number, backlog, send, receive, cors)
+            functools.partial(self._stream_get, session, number, backlog, outbox, cors)
         )
 
     async def _stream_get(
@@ -789,13 +774,11 @@ class MCPEndpoint:
         session: Session,
         number: int,
         backlog: list[StoredEvent],
-        send: trio.MemorySendChannel[bytes],
-        receive: trio.MemoryReceiveChannel[bytes],
+        outbox: Outbox,
         cors: Headers,
         writer: Any,
     ) -> None:
         """Replay what the client missed, then forward live events, with keepalives."""
-        keepalive = self.config.keepalive_s
         try:
             await writer.start(200, SSE_HEADERS + cors)
             if number == 0 and not backlog and session.protocol_version >= "2025-11-25":
@@ -810,23 +793,13 @@ class MCPEndpoint:
                 await writer.send(
                     format_event(event.data, event_id=event.event_id.encode(), event=MESSAGE)
                 )
-            while not writer.broken:
-                with trio.move_on_after(keepalive) as idle:
-                    try:
-                        frame = await receive.receive()
-                    except trio.EndOfChannel:
-                        break
-                if idle.cancelled_caught:
-                    await writer.send(KEEPALIVE)  # a dead socket shows up here
-                else:
-                    await writer.send(frame)
+            await outbox.pump(writer, self.config.keepalive_s)
         finally:
             if number == 0:
                 self.sessions.end_request(session, trio.current_time())
-            if session.get_stream is send:
+            if session.get_stream is outbox:
                 session.get_stream = None
-            send.close()
-            receive.close()
+            outbox.close()
 
     # ---- the 2024-11-05 HTTP+SSE transport ----------------------------------
 
@@ -865,39 +838,25 @@ class MCPEndpoint:
                 "Service Unavailable: too many sessions",
                 [(b"retry-after", b"5")],
             ) from None
-        send, receive = trio.open_memory_channel[bytes](STREAM_QUEUE)
-        session.get_stream = send
-        return DeferredResponse(functools.partial(self._legacy_stream, session, receive, cors))
+        outbox = Outbox()
+        session.get_stream = outbox
+        return DeferredResponse(functools.partial(self._legacy_stream, session, outbox, cors))
 
     async def _legacy_stream(
-        self,
-        session: Session,
-        receive: trio.MemoryReceiveChannel[bytes],
-        cors: Headers,
-        writer: Any,
+        self, session: Session, outbox: Outbox, cors: Headers, writer: Any
     ) -> None:
-        keepalive = self.config.keepalive_s
         endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
         try:
             await writer.start(200, SSE_HEADERS + cors)
             await writer.send(format_event(endpoint, event=b"endpoint"))
-            while not writer.broken:
-                with trio.move_on_after(keepalive) as idle:
-                    try:
-                        frame = await receive.receive()
-                    except trio.EndOfChannel:
-                        break
-                if idle.cancelled_caught:
-                    await writer.send(KEEPALIVE)
-                else:
-                    await writer.send(frame)
+            await outbox.pump(writer, self.config.keepalive_s)
         finally:
             # The stream is the session: when it goes, so does everything it holds.
             self.sessions.delete(session.id)
             for scope in session.in_flight.values():
                 scope.cancel()
             session.get_stream = None
-            receive.close()
+            outbox.close()
 
     async def _legacy_post(self, request: Request) -> Response:
         """POST /messages?session_id=...: accepted at once, answered on the stream."""
@@ -1011,12 +970,9 @@ class MCPEndpoint:
         """
         event_id = await self.events.append(session.id, number, data, trio.current_time())
         frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
-        if number == 0 and session.get_stream is not None:
-            try:
-                session.get_stream.send_nowait(frame)
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                session.get_stream.close()
-                session.get_stream = None
+        outbox = session.get_stream
+        if number == 0 and outbox is not None and not outbox.offer(frame):
+            session.get_stream = None
         return frame
 
     async def _answer(

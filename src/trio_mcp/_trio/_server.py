@@ -484,6 +484,30 @@ class ResponseWriter:
             raise LocalProtocolError("send() needs start() first, and no end()")
         await self._write(self._conn.http.stream_chunk(piece))
 
+    def send_nowait(self, piece: bytes) -> bytes | None:
+        """Send one piece of the streamed body now if the socket takes it.
+
+        Returns b"" when it all went, the framed rest (for `send_framed`) when
+        the socket took only part of it or would block, and None when the
+        client is gone. Only for a caller that knows no write is under way.
+        """
+        if self.broken:
+            return None
+        data = self._conn.http.stream_chunk(piece)
+        send_nowait = getattr(self._stream, "send_nowait", None)
+        if send_nowait is None or not data:
+            return data  # a trio stream: the stream's task writes it
+        try:
+            sent: int = send_nowait(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.broken = True
+            return None
+        return data[sent:] if sent < len(data) else b""
+
+    async def send_framed(self, data: bytes) -> None:
+        """Send the rest that `send_nowait` returned."""
+        await self._write(data)
+
     async def end_and_close(self) -> None:
         """Finish the streamed body and close the connection at once.
 

@@ -100,6 +100,19 @@ class SocketIO:
             except OSError as exc:
                 raise trio.BrokenResourceError(f"send failed: {exc}") from exc
 
+    def send_nowait(self, data: bytes) -> int:
+        """Send what the kernel takes of `data` now; how many bytes that was."""
+        if self._closed:
+            raise trio.ClosedResourceError("the connection was closed")
+        try:
+            sent: int = self.sock.send(data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+        self._sent = True
+        return sent
+
     async def send_eof(self) -> None:
         """Half-close: the peer reads end-of-stream after what was sent."""
         if self._closed:

@@ -1,17 +1,22 @@
 """The streams of the MCP endpoint: what carries a request's messages back.
 
 `PostStream` is the SSE answer of one POST (opened on its first message, with
-event ids and resumption for sessions), `LegacyStream` the one stream of a
-2024-11-05 HTTP+SSE session, `Listener` one subscriptions/listen stream, and
-`Waiter` a request we sent to a client, waiting for its answer.
+event ids and resumption for sessions), `Outbox` the live end of a long-lived
+stream (a session's GET stream, a subscriptions/listen stream, a 2024-11-05
+HTTP+SSE stream), `LegacyStream` what a legacy request's messages go through,
+`Listener` one subscriptions/listen stream, and `Waiter` a request we sent to
+a client, waiting for its answer.
 """
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
+from trio.lowlevel import ParkingLot
 
 from .._jsonrpc import Response as RPCResponse
 from .._sessions import Session
@@ -32,15 +37,123 @@ STREAM_QUEUE: Final = 256
 KEEPALIVE: Final = format_comment(b"keepalive")
 
 
+class Outbox:
+    """The live end of one long-lived SSE response, fed by any task.
+
+    `offer` never waits: when nothing is queued and the stream's task is not
+    writing, the frame goes straight to the socket from the caller's task, so
+    one notification fanned out to 10,000 streams costs 10,000 ``send`` calls
+    and no task switches. What the socket does not take, and whatever arrives
+    while the stream's task is writing, is queued (at most `limit` frames) and
+    written by `pump`, which the stream's own task runs; it also writes
+    keepalives when the stream is idle. A stream whose client falls `limit`
+    frames behind is closed: it must resume (or listen) again.
+
+    `close` ends the stream after what is queued; `pump` then returns.
+    """
+
+    __slots__ = (
+        "_writer",
+        "_queue",
+        "_rest",
+        "_ready",
+        "_space",
+        "_busy",
+        "_last_direct",
+        "closed",
+        "limit",
+    )
+
+    def __init__(self, limit: int = STREAM_QUEUE) -> None:
+        self._writer: Any = None
+        self._queue: deque[bytes] = deque()
+        self._rest = b""  # the framed tail of a frame the socket took only part of
+        self._ready = ParkingLot()  # the stream's task, waiting for frames
+        self._space = ParkingLot()  # senders waiting for room in the queue
+        self._busy = True  # until pump runs, everything queues
+        self._last_direct = -math.inf  # when offer last wrote (the pump did not see it)
+        self.closed = False
+        self.limit = limit
+
+    def offer(self, frame: bytes) -> bool:
+        """Send or queue `frame` without waiting; False when the stream is closed
+        (now, or earlier) and the frame will not be delivered."""
+        if self.closed:
+            return False
+        if not self._busy and not self._queue:
+            rest = self._writer.send_nowait(frame)
+            if rest is None:  # the client is gone
+                self.close()
+                return False
+            if not rest:
+                self._last_direct = trio.current_time()
+                return True
+            self._rest = rest
+            self._busy = True
+            self._ready.unpark()
+            return True
+        if len(self._queue) >= self.limit:
+            self.close()  # too slow
+            return False
+        self._queue.append(frame)
+        self._ready.unpark()
+        return True
+
+    async def send(self, frame: bytes) -> bool:
+        """`offer`, but wait while the queue is full instead of closing."""
+        while len(self._queue) >= self.limit and not self.closed:
+            await self._space.park()
+        return self.offer(frame)
+
+    def close(self) -> None:
+        self.closed = True
+        self._ready.unpark_all()
+        self._space.unpark_all()
+
+    async def pump(self, writer: Any, keepalive_s: float) -> None:
+        """Write this stream's frames on `writer` (already started) until it is
+        closed and flushed, or the client is gone. Run by the stream's task."""
+        self._writer = writer
+        queue = self._queue
+        while not writer.broken:
+            if self._rest:
+                rest, self._rest = self._rest, b""
+                await writer.send_framed(rest)
+            elif queue:
+                self._busy = True
+                await writer.send(queue.popleft())
+                if self._space:
+                    self._space.unpark()
+            elif self.closed:
+                return
+            else:
+                self._busy = False
+                idle_since = trio.current_time()
+                while True:
+                    # idle means: neither we nor a direct offer wrote for keepalive_s
+                    due = max(idle_since, self._last_direct) + keepalive_s
+                    with trio.move_on_at(due) as idle:
+                        await self._ready.park()
+                    if not idle.cancelled_caught or self._busy:
+                        break  # something to write
+                    if trio.current_time() >= max(idle_since, self._last_direct) + keepalive_s:
+                        self._busy = True
+                        await writer.send(KEEPALIVE)  # a dead socket shows up here
+                        break
+        self.close()
+
+
 class Listener:
     """One open subscriptions/listen stream and what it honours."""
 
-    __slots__ = ("id", "honored", "channel")
+    __slots__ = ("id", "honored", "outbox", "meta")
 
-    def __init__(self, id: Any, honored: dict[str, Any]) -> None:
+    def __init__(self, id: Any, honored: dict[str, Any], meta: bytes) -> None:
         self.id = id
         self.honored = honored
-        self.channel: trio.MemorySendChannel[bytes] | None = None
+        self.outbox = Outbox()
+        #: ``"_meta":{...subscriptionId...}`` encoded once, spliced into each notification.
+        self.meta = meta
 
 
 class PostStream:
@@ -73,11 +186,11 @@ class PostStream:
         self._version = version
         self._cors = cors
         self.number = 0
-        self._subscriber: trio.MemorySendChannel[bytes] | None = None
+        self._subscriber: Outbox | None = None
         #: Called when the client is found gone (2026-07-28: that cancels the request).
         self.on_broken: Callable[[], None] | None = None
 
-    def attach(self, subscriber: trio.MemorySendChannel[bytes]) -> None:
+    def attach(self, subscriber: Outbox) -> None:
         """A resumed GET takes over the live events of this stream."""
         if self._subscriber is not None:
             self._subscriber.close()
@@ -99,12 +212,8 @@ class PostStream:
         frame = await endpoint.publish(session, self.number, data)
         if not writer.broken:
             await writer.send(frame)
-        elif self._subscriber is not None:
-            try:
-                self._subscriber.send_nowait(frame)
-            except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-                self._subscriber.close()
-                self._subscriber = None
+        elif self._subscriber is not None and not self._subscriber.offer(frame):
+            self._subscriber = None
 
     async def _open(self) -> None:
         session = self._session
@@ -165,12 +274,10 @@ class LegacyStream:
         self._session = session
 
     async def emit(self, data: bytes) -> None:
-        channel = self._session.get_stream
-        if channel is not None:
-            try:
-                await channel.send(format_event(data, event=MESSAGE))
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass  # the stream is gone, and the session with it
+        outbox = self._session.get_stream
+        if outbox is not None:
+            # False when the stream is gone, and the session with it
+            await outbox.send(format_event(data, event=MESSAGE))
 
     async def close_connection(self) -> None:
         """Nothing to do: on HTTP+SSE every answer shares the session's stream."""

@@ -1,0 +1,153 @@
+"""`Outbox`, the live end of a long-lived SSE stream: direct writes, queueing,
+the too-slow rule, flushing on close, keepalives and backpressure.
+
+The writer here is a stand-in with the `ResponseWriter` streaming interface
+whose socket takes a set number of bytes and whose awaited writes can be held
+back, so each path of `Outbox` can be driven on purpose. The end-to-end tests
+of GET, listen and legacy streams (tests/mcp) go through real sockets.
+"""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from trio_mcp._trio._streams import KEEPALIVE, Outbox
+
+
+class Writer:
+    """Records what went out, and how: directly, or awaited by the stream's task."""
+
+    def __init__(self, room: int = 1 << 30) -> None:
+        self.room = room  # bytes the socket takes without blocking
+        self.direct: list[bytes] = []
+        self.awaited: list[bytes] = []
+        self.gate: trio.Event | None = None  # awaited writes wait for it when set
+        self.broken = False
+
+    def send_nowait(self, piece: bytes) -> bytes | None:
+        if self.broken:
+            return None
+        taken = piece[: self.room]
+        self.room -= len(taken)
+        if taken:
+            self.direct.append(taken)
+        return piece[len(taken) :]
+
+    async def _awaited(self, data: bytes) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.awaited.append(data)
+
+    async def send(self, piece: bytes) -> None:
+        await self._awaited(piece)
+
+    async def send_framed(self, data: bytes) -> None:
+        await self._awaited(data)
+
+    def wire(self) -> bytes:
+        return b"".join(self.direct) + b"".join(self.awaited)
+
+
+async def test_frames_go_straight_to_the_socket_once_the_pump_runs(nursery) -> None:
+    outbox, writer = Outbox(), Writer()
+    assert outbox.offer(b"early")  # before the pump: queued, not written
+    assert writer.direct == []
+    nursery.start_soon(outbox.pump, writer, 60.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert writer.awaited == [b"early"]
+    assert outbox.offer(b"one")
+    assert outbox.offer(b"two")
+    assert writer.direct == [b"one", b"two"]  # no task switch needed
+
+
+async def test_a_partial_write_is_finished_by_the_pump_before_anything_else(nursery) -> None:
+    outbox, writer = Outbox(), Writer()
+    nursery.start_soon(outbox.pump, writer, 60.0)
+    await trio.testing.wait_all_tasks_blocked()
+    writer.room = 3
+    writer.gate = trio.Event()
+    assert outbox.offer(b"abcdef")
+    assert outbox.offer(b"ghi")  # must wait behind the rest of abcdef
+    assert writer.direct == [b"abc"]
+    writer.room = 1 << 30
+    writer.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert writer.wire() == b"abcdefghi"
+    assert outbox.offer(b"jkl")  # idle again: direct
+    assert writer.direct[-1] == b"jkl"
+
+
+async def test_a_client_that_falls_limit_frames_behind_is_closed(nursery) -> None:
+    outbox, writer = Outbox(limit=3), Writer(room=0)
+    writer.gate = trio.Event()
+    done = trio.Event()
+
+    async def pump() -> None:
+        await outbox.pump(writer, 60.0)
+        done.set()
+
+    nursery.start_soon(pump)
+    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b"0")  # the socket is full: the pump takes it, and waits
+    await trio.testing.wait_all_tasks_blocked()
+    assert [outbox.offer(b"%d" % n) for n in range(1, 5)] == [True, True, True, False]
+    assert outbox.closed
+    assert not outbox.offer(b"late")
+    writer.gate.set()
+    await done.wait()
+    assert writer.wire() == b"0123"  # what was queued before the close still goes out
+
+
+async def test_close_flushes_the_queue_then_the_pump_returns(nursery) -> None:
+    outbox, writer = Outbox(), Writer()
+    for n in range(3):
+        outbox.offer(b"%d" % n)
+    outbox.close()
+    with trio.fail_after(1):
+        await outbox.pump(writer, 60.0)
+    assert writer.awaited == [b"0", b"1", b"2"]
+
+
+async def test_keepalives_only_while_idle(autojump_clock) -> None:
+    outbox, writer = Outbox(), Writer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outbox.pump, writer, 15.0)
+        await trio.sleep(10)
+        outbox.offer(b"event")
+        await trio.sleep(14.5)  # 24.5 s in: still no keepalive, the wait restarted
+        assert writer.awaited == []
+        await trio.sleep(1)
+        assert writer.awaited == [KEEPALIVE]
+        outbox.close()
+    assert writer.direct == [b"event"]
+
+
+async def test_a_gone_client_closes_the_outbox(nursery) -> None:
+    outbox, writer = Outbox(), Writer()
+    nursery.start_soon(outbox.pump, writer, 60.0)
+    await trio.testing.wait_all_tasks_blocked()
+    writer.broken = True
+    assert not outbox.offer(b"lost")
+    assert outbox.closed
+
+
+async def test_send_waits_for_room_instead_of_closing(nursery) -> None:
+    outbox, writer = Outbox(limit=2), Writer(room=0)
+    writer.gate = trio.Event()
+    nursery.start_soon(outbox.pump, writer, 60.0)
+    await trio.testing.wait_all_tasks_blocked()
+    results: list[bool] = []
+
+    async def sender() -> None:
+        for n in range(6):
+            results.append(await outbox.send(b"%d" % n))
+
+    nursery.start_soon(sender)
+    await trio.testing.wait_all_tasks_blocked()
+    assert len(results) == 3  # one with the pump, two queued, the fourth waits
+    assert not outbox.closed
+    writer.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert results == [True] * 6
+    assert writer.wire() == b"012345"
