@@ -62,6 +62,8 @@ def is_json_content_type(content_type: bytes | None) -> bool:
     """Content-Type is application/json (any case, parameters allowed)."""
     if content_type is None:
         return False
+    if content_type == JSON:
+        return True  # what nearly every client sends
     return content_type.split(b";", 1)[0].strip().lower() == JSON
 
 

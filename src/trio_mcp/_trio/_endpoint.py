@@ -222,6 +222,7 @@ class MCPEndpoint:
         self.authenticate = authenticate
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
         self._accept_cache: dict[tuple[bytes, ...], bool] = {}
+        self._host_verdicts: dict[bytes | None, bool] = {}
         #: Where the events of session streams wait for a client that resumes.
         self.events: EventStore = MemoryEventStore(
             EventLimits(
@@ -332,7 +333,15 @@ class MCPEndpoint:
                 self.lifespan_state = None
 
     def _check_origin(self, request: Request) -> None:
-        if not host_allowed(request.singles.get(b"host"), self._hosts, self._loopback):
+        host = request.singles.get(b"host")
+        allowed = self._host_verdicts.get(host)
+        if allowed is None:
+            # Clients send the same Host every time: judge each value once.
+            if len(self._host_verdicts) >= 256:
+                self._host_verdicts.clear()
+            allowed = host_allowed(host, self._hosts, self._loopback)
+            self._host_verdicts[host] = allowed
+        if not allowed:
             raise _Reject(403, INVALID_REQUEST, "Forbidden: Host not allowed")
         origin = request.singles.get(b"origin")
         if origin is not None and not origin_allowed(origin, self._origins, self._loopback):
