@@ -13,7 +13,8 @@ SIGINT or SIGTERM. The fixture, identical in ``peers/python_sdk_server.py
   description, so that ``tools/list`` has 102 entries;
 - the resource ``bench://blob-64k``: 65,536 characters of ``text/plain``.
 
-The configuration is the default one.
+The configuration is the default one; the app's ``page_size`` is 1,000, so
+``tools/list`` answers all 102 tools in one page, as the peers do.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ TRIVIAL_TOOLS = 100
 BLOB_URI = "bench://blob-64k"
 BLOB_TEXT = "0123456789abcdef" * 4096  # 65,536 characters
 
-server = Server("trio-mcp-bench", "1.0.0")
+# The peers do not paginate tools/list; one page of up to 1,000 entries (instead of
+# the default 100) gives the same 102-tool answer as theirs.
+server = Server("trio-mcp-bench", "1.0.0", page_size=1000)
 
 
 @server.tool()

@@ -29,6 +29,7 @@ import http.client
 import importlib
 import json
 import os
+import resource
 import shlex
 import shutil
 import subprocess
@@ -127,7 +128,7 @@ SCENARIOS = {
         ),
         Scenario(
             "call-2026",
-            "tools/call echo, 2026-07-28 stateless",
+            "tools/call echo, 2026 stateless",
             "call2026",
             ("trio-mcp", "python-sdk"),
             sessions=False,
@@ -142,7 +143,7 @@ SCENARIOS = {
         ),
         Scenario(
             "init-churn",
-            "initialize/initialized/DELETE",
+            "init + initialized + DELETE",
             "churn",
             MCP3,
             sessions=False,
@@ -351,6 +352,8 @@ def check_list(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
     msg = one_answer(server, ctype, data, "tools/list")
     try:
         tools = msg["result"]["tools"]
+        if "nextCursor" in msg["result"]:
+            raise server.fail("tools/list is paginated: the load would not see every tool")
         names = {tool["name"] for tool in tools}
         trivial = [tool for tool in tools if tool["name"].startswith("tool_")]
         ok = status == 200 and msg["id"] == 7 and names == TOOL_NAMES and len(tools) == 102
@@ -447,9 +450,9 @@ def bench(scenario: Scenario, spec: ServerSpec, cfg: Settings) -> dict[str, Any]
         if cfg.warmup > 0:
             run_wrk(wrk(cfg.warmup), cfg.warmup)
         load = wrk(cfg.duration)
-        cpu_before = server.cpu_seconds()
+        cpu_before, client_before = server.cpu_seconds(), children_cpu_s()
         result, text = run_wrk(load, cfg.duration)
-        cpu_after = server.cpu_seconds()
+        cpu_after, client_after = server.cpu_seconds(), children_cpu_s()
         if server.proc.poll() is not None:
             raise server.fail(f"died during the load run (exit {server.proc.returncode})")
         record["check_after"] = check(server, spec, scenario.sse)
@@ -457,7 +460,7 @@ def bench(scenario: Scenario, spec: ServerSpec, cfg: Settings) -> dict[str, Any]
         server.stop()
     shown = load[: load.index("--") + 2]
     if scenario.sessions:
-        shown += [f"SID{i + 1}" for i in range(threads)]
+        shown += ["none" if spec.echo else f"SID{i + 1}" for i in range(threads)]
     record["wrk_command"] = shlex.join(shown)
     seconds = result["duration_us"] / 1e6
     e = result["errors"]
@@ -478,11 +481,18 @@ def bench(scenario: Scenario, spec: ServerSpec, cfg: Settings) -> dict[str, Any]
         server_cpu_s=cpu,
         server_cpu_percent=None if cpu is None else 100 * cpu / seconds,
         server_cpu_us_per_operation=None if cpu is None else cpu * 1e6 / max(operations, 1),
+        wrk_cpu_percent=100 * (client_after - client_before) / seconds,
         threads=threads,
         connections=connections,
         wrk=result,
     )
     return record
+
+
+def children_cpu_s() -> float:
+    """User + system CPU time of the finished child processes (wrk) so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # -- memory and fan-out (trio-mcp) -------------------------------------------------------
@@ -613,7 +623,7 @@ def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = (
-        f"{'scenario':38} {'server':31} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'scenario':44} {'server':31} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
         f"{'p99.9 ms':>9} {'errors':>6} {'CPU%':>5} {'vs SDK':>7}"
     )
     print()
@@ -625,15 +635,15 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         last = row["scenario"]
         label = SERVERS[row["server"]].label
         if "absent" in row:
-            print(f"{title:38} {label:31} not run: {row['absent']}")
+            print(f"{title:44} {label:31} not run: {row['absent']}")
             continue
         if "failure" in row:
-            print(f"{title:38} {label:31} FAILED: {row['failure'].splitlines()[0][:80]}")
+            print(f"{title:44} {label:31} FAILED: {row['failure'].splitlines()[0][:80]}")
             continue
         ratio = row.get("ratio_to_python_sdk")
         cpu = row.get("server_cpu_percent")
         print(
-            f"{title:38} {label:31} {fmt_int(row['operations_per_s']):>9} "
+            f"{title:44} {label:31} {fmt_int(row['operations_per_s']):>9} "
             f"{row['p50_ms']:8.2f} {row['p99_ms']:8.2f} {row['p999_ms']:9.2f} "
             f"{row['errors']:6d} {'?' if cpu is None else f'{cpu:.0f}':>5} "
             f"{'-' if ratio is None else f'{ratio:.2f}x':>7}"
@@ -697,8 +707,8 @@ def node_versions() -> dict[str, str | None]:
 
 
 def estimate_s(plan: list[tuple[Scenario, str]], cfg: Settings, memory: bool, count: int) -> float:
-    per_run = cfg.warmup + cfg.duration + 6  # start, checks, sessions, stop
-    return len(plan) * per_run + (15 + 4.5 * count / 1000 if memory else 0)
+    per_run = cfg.warmup + cfg.duration + 2  # start, checks, sessions, stop
+    return len(plan) * per_run + (10 + 3 * count / 1000 if memory else 0)
 
 
 def parse_list(
