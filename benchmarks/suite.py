@@ -706,6 +706,22 @@ def node_versions() -> dict[str, str | None]:
     return versions
 
 
+def git_describe() -> str | None:
+    """The checkout's commit, with "-dirty" when it has uncommitted changes."""
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=12"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
 def estimate_s(plan: list[tuple[Scenario, str]], cfg: Settings, memory: bool, count: int) -> float:
     per_run = cfg.warmup + cfg.duration + 2  # start, checks, sessions, stop
     return len(plan) * per_run + (10 + 3 * count / 1000 if memory else 0)
@@ -822,6 +838,7 @@ def main(argv: list[str] | None = None) -> int:
             **peer_versions({"PYTHONPATH": str(links)}),
         }
         info["typescript_sdk"] = {"path": str(TS_SDK_DIR), **node_versions()}
+        info["trio_mcp_commit"] = git_describe()
     finally:
         shutil.rmtree(links, ignore_errors=True)
 
