@@ -608,6 +608,7 @@ def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[
                             "p999_ms",
                             "errors",
                             "server_cpu_percent",
+                            "server_cpu_us_per_operation",
                         )
                     }
                 )
@@ -624,7 +625,7 @@ def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[
 def print_table(rows: list[dict[str, Any]]) -> None:
     head = (
         f"{'scenario':44} {'server':31} {'ops/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'p99.9 ms':>9} {'errors':>6} {'CPU%':>5} {'vs SDK':>7}"
+        f"{'p99.9 ms':>9} {'errors':>6} {'CPU%':>5} {'CPU us/op':>9} {'vs SDK':>7}"
     )
     print()
     print(head)
@@ -642,10 +643,12 @@ def print_table(rows: list[dict[str, Any]]) -> None:
             continue
         ratio = row.get("ratio_to_python_sdk")
         cpu = row.get("server_cpu_percent")
+        per_op = row.get("server_cpu_us_per_operation")
         print(
             f"{title:44} {label:31} {fmt_int(row['operations_per_s']):>9} "
             f"{row['p50_ms']:8.2f} {row['p99_ms']:8.2f} {row['p999_ms']:9.2f} "
             f"{row['errors']:6d} {'?' if cpu is None else f'{cpu:.0f}':>5} "
+            f"{'?' if per_op is None else f'{per_op:.1f}':>9} "
             f"{'-' if ratio is None else f'{ratio:.2f}x':>7}"
         )
 
@@ -857,6 +860,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "ops/s: requests/s (init churn: complete cycles/s); errors: transport errors + non-2xx "
         "+ sampled bodies that failed the check; CPU%: server CPU time / wall time; "
+        "CPU us/op: server CPU time per operation; "
         "vs SDK: ops/s over the Python SDK's in the same scenario"
     )
 
