@@ -25,6 +25,7 @@ import argparse
 import datetime
 import http.client
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -245,7 +246,8 @@ def bench_one(
     )
 
 
-def peer_versions() -> dict[str, str | None]:
+def peer_versions(env: dict[str, str] | None = None) -> dict[str, str | None]:
+    """Package versions in the SDK interpreter (with `env` added to its environment)."""
     code = (
         "import json, importlib.metadata as m\n"
         "def v(p):\n"
@@ -254,7 +256,12 @@ def peer_versions() -> dict[str, str | None]:
         f"print(json.dumps({{p: v(p) for p in {list(PEER_PACKAGES)!r}}}))"
     )
     out = subprocess.run(
-        [str(PEER_PYTHON), "-c", code], capture_output=True, text=True, timeout=30, check=False
+        [str(PEER_PYTHON), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, **(env or {})},
     )
     try:
         versions: dict[str, str | None] = json.loads(out.stdout)

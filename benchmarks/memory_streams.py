@@ -23,6 +23,12 @@ one trio process speaking HTTP/1.1 by hand over ``trio.open_tcp_stream``. It
 5. closes the streams and waits (up to 2 keepalives) for the server to let go
    of them, reads VmRSS again.
 
+With ``--listen`` the N streams are 2026-07-28 ``subscriptions/listen``
+streams instead (a POST each, no session, asking for ``toolsListChanged``;
+open once its acknowledgement arrived), and step 2 is skipped: a fresh server
+holds only the listen streams, so KiB per idle listen stream is measured on
+memory that no earlier stage freed.
+
 With taskset and two or more CPUs the server runs on CPU 0 and this client on
 CPU 1. Everything runs under one global timeout; the server is stopped on exit.
 """
@@ -94,6 +100,28 @@ POST_HEADERS = {
     "MCP-Protocol-Version": PROTOCOL,
 }
 GET_HEADERS = {"Accept": "text/event-stream", "MCP-Protocol-Version": PROTOCOL}
+MODERN = "2026-07-28"
+LISTEN = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {
+            "notifications": {"toolsListChanged": True},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    },
+    separators=(",", ":"),
+).encode()
+LISTEN_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": MODERN,
+    "Mcp-Method": "subscriptions/listen",
+}
 
 
 # -- HTTP/1.1 by hand ------------------------------------------------------------
@@ -273,11 +301,18 @@ async def delete_sessions(port: int, ids: list[str], batch: int) -> None:
 
 
 class Streams:
-    """N GET streams held open by N tasks; records when each sees each broadcast."""
+    """N event streams held open by N tasks; records when each sees each broadcast.
 
-    def __init__(self, port: int, ids: list[str], rounds: int, batch: int) -> None:
+    A stream is a GET on session `ids[i]`, or with `listen` a 2026-07-28
+    subscriptions/listen POST (the ids then only count the streams).
+    """
+
+    def __init__(
+        self, port: int, ids: list[str], rounds: int, batch: int, *, listen: bool = False
+    ) -> None:
         self.port = port
         self.ids = ids
+        self.listen = listen
         self.rounds = rounds
         self.limiter = trio.CapacityLimiter(batch)
         self.opened = 0
@@ -310,17 +345,28 @@ class Streams:
         async with self.limiter:
             conn = await HTTPConn.open(self.port)
             try:
-                headers = {**GET_HEADERS, "Mcp-Session-Id": sid}
-                await conn.stream.send_all(http_request("GET", self.port, headers))
+                if self.listen:
+                    opening = http_request("POST", self.port, LISTEN_HEADERS, LISTEN)
+                else:
+                    headers = {**GET_HEADERS, "Mcp-Session-Id": sid}
+                    opening = http_request("GET", self.port, headers)
+                await conn.stream.send_all(opening)
                 status, response_headers = await conn.read_head()
                 ctype = response_headers.get(b"content-type", b"")
                 if status != 200 or not ctype.startswith(b"text/event-stream"):
                     body = await conn.read_body(response_headers)
+                    kind = "listen" if self.listen else "GET"
                     raise BenchmarkError(
-                        f"GET stream #{index} answered {status} {ctype!r}: {body[:300]!r}"
+                        f"{kind} stream #{index} answered {status} {ctype!r}: {body[:300]!r}"
                     )
-                while (end := conn.buf.find(b"\n\n")) < 0:  # the priming event
+                # the priming event (GET) or the acknowledgement (listen)
+                while (end := conn.buf.find(b"\n\n")) < 0:
                     await conn.fill()
+                if self.listen and b'"toolsListChanged":true' not in conn.buf[:end]:
+                    raise BenchmarkError(
+                        f"listen stream #{index} did not acknowledge toolsListChanged: "
+                        f"{bytes(conn.buf[:end])[:300]!r}"
+                    )
             except BaseException:
                 await conn.aclose()
                 raise
@@ -472,17 +518,24 @@ async def run_client(args: argparse.Namespace, server: ServerProcess, result: Re
             await warm_gone.wait()
         if not warm_gone.is_set():
             raise BenchmarkError("DELETE did not end the warm-up GET streams within 10 s")
-    await measure("start (after warm-up)")
+    start = await measure("start (after warm-up)")
 
-    # 2. N idle sessions; their connections closed.
-    t = time.perf_counter()
-    ids = await create_sessions(port, count, batch)
-    result.timings_s["create_sessions"] = round(time.perf_counter() - t, 3)
-    print(f"  created {len(ids)} sessions in {result.timings_s['create_sessions']:.1f} s")
-    sessions = await measure(f"after {count} idle sessions")
+    if args.listen:
+        # 2026-07-28: no sessions; the streams are subscriptions/listen requests.
+        ids = [str(index) for index in range(count)]
+        sessions = start
+        kind = "listen"
+    else:
+        # 2. N idle sessions; their connections closed.
+        t = time.perf_counter()
+        ids = await create_sessions(port, count, batch)
+        result.timings_s["create_sessions"] = round(time.perf_counter() - t, 3)
+        print(f"  created {len(ids)} sessions in {result.timings_s['create_sessions']:.1f} s")
+        sessions = await measure(f"after {count} idle sessions")
+        kind = "GET"
 
-    # 3. N idle GET streams, kept open.
-    streams = Streams(port, ids, args.rounds, batch)
+    # 3. N idle streams, kept open.
+    streams = Streams(port, ids, args.rounds, batch, listen=args.listen)
     lost: list[int] = []
     streams.on_end = lambda: lost.append(streams.ended)
     async with trio.open_nursery() as nursery:
@@ -490,10 +543,10 @@ async def run_client(args: argparse.Namespace, server: ServerProcess, result: Re
         nursery.start_soon(streams.run)
         await streams.all_open.wait()
         result.timings_s["open_streams"] = round(time.perf_counter() - t, 3)
-        print(f"  opened {count} GET streams in {result.timings_s['open_streams']:.1f} s")
-        open_ = await measure(f"after {count} idle GET streams")
+        print(f"  opened {count} {kind} streams in {result.timings_s['open_streams']:.1f} s")
+        open_ = await measure(f"after {count} idle {kind} streams")
         if lost:
-            raise BenchmarkError(f"{len(lost)} GET streams ended while idle")
+            raise BenchmarkError(f"{len(lost)} {kind} streams ended while idle")
         if open_.fds < sessions.fds + count:
             result.notes.append(
                 f"server holds {open_.fds - sessions.fds} more descriptors, expected >= {count}"
@@ -515,7 +568,7 @@ async def run_client(args: argparse.Namespace, server: ServerProcess, result: Re
             )
         await measure(f"after {args.rounds} broadcasts")
         if lost:
-            result.notes.append(f"{len(lost)} GET streams ended during the fan-out rounds")
+            result.notes.append(f"{len(lost)} {kind} streams ended during the fan-out rounds")
         if streams.extra_events:
             result.notes.append(f"{streams.extra_events} unexpected extra list_changed events")
         nursery.cancel_scope.cancel()  # the client closes all N streams
@@ -623,6 +676,11 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds to wait for the server to drop closed streams (0: skip)",
     )
     parser.add_argument("--timeout", type=float, default=300.0, help="global time limit, s")
+    parser.add_argument(
+        "--listen",
+        action="store_true",
+        help="2026-07-28 subscriptions/listen streams instead of sessions and GET streams",
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not pin to CPUs")
     parser.add_argument("--json", type=Path, help="write results here")
     args = parser.parse_args(argv)
@@ -666,7 +724,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("NOTE: compiled extensions not built; the server runs the twins", file=sys.stderr)
     print(
-        f"N = {count} sessions / GET streams, batches of {args.batch}, {args.rounds} broadcasts, "
+        f"N = {count} {'listen streams' if args.listen else 'sessions / GET streams'}, "
+        f"batches of {args.batch}, {args.rounds} broadcasts, "
         f"RLIMIT_NOFILE {soft}, "
         + (f"server on CPU {SERVER_CPU}, client on CPU {CLIENT_CPU}" if pin else "not pinned"),
         flush=True,
@@ -694,15 +753,18 @@ def main(argv: list[str] | None = None) -> int:
     for i, m in enumerate(memory):
         delta = "" if i == 0 else f"{(m.vm_rss_kib - memory[i - 1].vm_rss_kib) / 1024:+10.1f}"
         print(f"{m.stage:40} {m.vm_rss_kib / 1024:10.1f} {delta:>10} {m.fds:7d}")
-    summary: dict[str, Any] = {"count": count}
-    if len(memory) >= 3:
+    summary: dict[str, Any] = {"count": count, "streams": "listen" if args.listen else "GET"}
+    if args.listen and len(memory) >= 2:
+        summary["kib_per_idle_listen_stream"] = round(kib_each(memory, 0, 1, count), 2)
+        print(f"per idle open listen stream: {summary['kib_per_idle_listen_stream']:.2f} KiB")
+    elif len(memory) >= 3:
         summary["kib_per_idle_session"] = round(kib_each(memory, 0, 1, count), 2)
         summary["kib_per_idle_get_stream"] = round(kib_each(memory, 1, 2, count), 2)
         print(
             f"per idle session: {summary['kib_per_idle_session']:.2f} KiB; "
             f"per idle open GET stream: {summary['kib_per_idle_get_stream']:.2f} KiB"
         )
-    if len(memory) >= 4:
+    if len(memory) >= 4 and not args.listen:
         summary["kib_per_broadcast_per_session"] = round(
             kib_each(memory, 2, 3, count * args.rounds), 3
         )
@@ -768,7 +830,8 @@ def main(argv: list[str] | None = None) -> int:
                 "settle_s": args.settle,
                 "backlog": BACKLOG,
                 "keepalive_s": KEEPALIVE_S,
-                "protocol_version": PROTOCOL,
+                "protocol_version": MODERN if args.listen else PROTOCOL,
+                "streams": "subscriptions/listen" if args.listen else "GET",
             },
             "machine": info,
             "loadavg_before": loadavg,

@@ -7,12 +7,22 @@ Same behaviour as the trio-mcp echo server:
 - POST /mcp (or /mcp/) answers with the request body, as application/json;
 - GET and HEAD answer a small JSON status; OPTIONS answers 204 with Allow;
 - other methods get 405 with Allow; other paths 404.
+
+``jsonrpc_app`` (``echo_asgi:jsonrpc_app``, needs orjson) is the floor for an MCP
+``tools/call``: it parses the POSTed JSON-RPC request with orjson and answers
+the bytes trio-mcp's ``echo`` tool gives in session JSON mode,
+``{"jsonrpc":"2.0","id":<id>,"result":{"content":[{"type":"text","text":<text>}]}}``
+with ``<text>`` taken from ``params.arguments.text``; no MCP (no sessions, no
+header checks, no schema validation). A body it cannot read gets a JSON-RPC
+parse error (400).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+import orjson
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -93,3 +103,29 @@ async def app(scope: Scope, receive: Receive, send: Send) -> None:
             [(b"allow", ALLOWED), (b"content-type", b"text/plain")],
             b"method not allowed\n",
         )
+
+
+_PARSE_ERROR = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}'
+
+
+def _echo_result(body: bytes) -> tuple[int, bytes]:
+    try:
+        request = orjson.loads(body)
+        text = request["params"]["arguments"]["text"]
+        request_id = request["id"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return 400, _PARSE_ERROR
+    content = [{"type": "text", "text": text}]
+    return 200, orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": {"content": content}})
+
+
+async def jsonrpc_app(scope: Scope, receive: Receive, send: Send) -> None:
+    """POST /mcp: a tools/call echo answered as trio-mcp's echo tool answers it."""
+    if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] != "/mcp":
+        await app(scope, receive, send)
+        return
+    body = await _read_body(receive)
+    if body is None:
+        return
+    status, answer = _echo_result(body)
+    await _respond(send, status, _JSON, answer)

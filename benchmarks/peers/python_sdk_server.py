@@ -21,6 +21,16 @@ runs the session manager. Passing ``host="127.0.0.1"`` keeps the SDK's
 automatic DNS-rebinding protection (Host/Origin must be 127.0.0.1, localhost or
 [::1], any port), as a real local deployment would have it.
 
+``--fixture`` adds the rest of the benchmark suite's fixture (see
+``benchmarks/_suite_server.py``): a ``progress`` tool that sends 3 progress
+notifications and returns ``"progress done"``, 100 trivial tools ``tool_000`` ...
+``tool_099`` with one string parameter, and the 64 KiB text resource
+``bench://blob-64k``; with it ``echo`` is an ``async def`` like every fixture
+tool (the SDK runs a plain ``def`` tool in a worker thread). ``--sse`` answers
+POSTs with SSE streams (``json_response=False``, the SDK's default) instead of
+JSON. ``--http httptools --loop uvloop`` choose uvicorn's fast implementations
+(the suite provides them; ``pip install mcp`` does not install them).
+
 By default the tool result is unstructured (one text content block), which is
 what a trio-mcp echo tool returns; ``--structured`` keeps the SDK's default for
 a ``-> str`` function (an ``outputSchema`` on the tool and ``structuredContent``
@@ -36,31 +46,75 @@ import argparse
 import os
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.applications import Starlette
 
 HOST = "127.0.0.1"
 PATH = "/mcp"
+TRIVIAL_TOOLS = 100
+BLOB_URI = "bench://blob-64k"
+BLOB_TEXT = "0123456789abcdef" * 4096  # 65,536 characters
 
 
-def build_app(*, structured: bool = False, host: str = HOST) -> Starlette:
-    """The Starlette (ASGI) app of the echo server."""
+def add_fixture(server: MCPServer) -> None:
+    """The suite's tools and resource beyond echo (as in benchmarks/_suite_server.py)."""
+
+    @server.tool(description="Report progress three times, then answer.", structured_output=False)
+    async def progress(ctx: Context) -> str:
+        for step in (1, 2, 3):
+            await ctx.report_progress(step, 3, f"step {step}")
+        return "progress done"
+
+    async def trivial(text: str) -> str:
+        return text
+
+    for number in range(TRIVIAL_TOOLS):
+        server.add_tool(
+            trivial,
+            name=f"tool_{number:03d}",
+            description=f"Trivial benchmark tool number {number}: returns its text.",
+            structured_output=False,
+        )
+
+    @server.resource(BLOB_URI, name="blob", description="64 KiB of text.", mime_type="text/plain")
+    async def blob() -> str:
+        return BLOB_TEXT
+
+
+def build_app(
+    *, structured: bool = False, host: str = HOST, fixture: bool = False, sse: bool = False
+) -> Starlette:
+    """The Starlette (ASGI) app of the echo server (with the suite fixture if asked)."""
     server = MCPServer(name="python-sdk-echo", version="1.0.0", log_level="WARNING")
 
-    @server.tool(description="Return the given text unchanged.", structured_output=structured)
-    def echo(text: str) -> str:
-        return text
+    if fixture:
+        # async like every fixture tool: the SDK runs a sync tool in a worker thread
+        @server.tool(description="Return the given text unchanged.", structured_output=structured)
+        async def echo(text: str) -> str:
+            return text
+
+        add_fixture(server)
+    else:
+
+        @server.tool(description="Return the given text unchanged.", structured_output=structured)
+        def echo(text: str) -> str:
+            return text
 
     return server.streamable_http_app(
         streamable_http_path=PATH,
-        json_response=True,
+        json_response=not sse,
         stateless_http=False,
         host=host,
     )
 
 
-# For `uvicorn python_sdk_server:app`; PYTHON_SDK_SERVER_STRUCTURED=1 is --structured.
-app = build_app(structured=os.environ.get("PYTHON_SDK_SERVER_STRUCTURED") == "1")
+# For `uvicorn python_sdk_server:app`; PYTHON_SDK_SERVER_STRUCTURED=1 is --structured,
+# PYTHON_SDK_SERVER_FIXTURE=1 --fixture, PYTHON_SDK_SERVER_SSE=1 --sse.
+app = build_app(
+    structured=os.environ.get("PYTHON_SDK_SERVER_STRUCTURED") == "1",
+    fixture=os.environ.get("PYTHON_SDK_SERVER_FIXTURE") == "1",
+    sse=os.environ.get("PYTHON_SDK_SERVER_SSE") == "1",
+)
 
 
 def main() -> None:
@@ -72,10 +126,23 @@ def main() -> None:
         "--structured", action="store_true", help="SDK default structured output for echo"
     )
     parser.add_argument(
+        "--fixture", action="store_true", help="add the benchmark suite's tools and resource"
+    )
+    parser.add_argument("--sse", action="store_true", help="answer POSTs as SSE, not JSON")
+    parser.add_argument(
+        "--http", default="auto", help="uvicorn HTTP implementation: auto, h11 or httptools"
+    )
+    parser.add_argument(
+        "--loop", default="auto", help="uvicorn event loop: auto, asyncio or uvloop"
+    )
+    parser.add_argument(
         "--log-level", default="warning", help="uvicorn log level (default warning)"
     )
     args = parser.parse_args()
-    application = build_app(structured=True) if args.structured else app
+    if args.structured or args.fixture or args.sse:
+        application = build_app(structured=args.structured, fixture=args.fixture, sse=args.sse)
+    else:
+        application = app
     uvicorn.run(
         application,
         host=HOST,
@@ -83,6 +150,8 @@ def main() -> None:
         log_level=args.log_level,
         access_log=False,
         lifespan="on",
+        http=args.http,
+        loop=args.loop,
     )
 
 
