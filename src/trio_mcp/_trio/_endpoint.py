@@ -539,7 +539,7 @@ class MCPEndpoint:
                 self._decorate(message.method, result)
             body = dumps(answer)
             if writer.started:
-                await stream.emit(body)
+                await stream.emit(body, last=True)
             else:
                 status = _modern_status(answer)
                 await writer.respond(Response(status, _JSON_HEADERS + cors, body))
@@ -572,13 +572,12 @@ class MCPEndpoint:
         self._listeners.add(listener)
         tag = {_SUBSCRIPTION_ID: listener.id}
         try:
-            await writer.start(200, SSE_HEADERS + cors)
             ack = {
                 "jsonrpc": "2.0",
                 "method": "notifications/subscriptions/acknowledged",
                 "params": {"_meta": tag, "notifications": listener.honored},
             }
-            await writer.send(format_event(dumps(ack), event=MESSAGE))
+            await writer.start(200, SSE_HEADERS + cors, format_event(dumps(ack), event=MESSAGE))
             await listener.outbox.pump(writer, self.config.keepalive_s)
             if not writer.broken:
                 # the server ended the subscription: the response says so
@@ -730,7 +729,7 @@ class MCPEndpoint:
                 return
             body = dumps(answers if batch else answers[0])
             if writer.started:
-                await stream.emit(body)
+                await stream.emit(body, last=True)
             else:
                 await writer.respond(Response(200, _JSON_HEADERS + cors, body))
         finally:
@@ -789,15 +788,13 @@ class MCPEndpoint:
     ) -> None:
         """Replay what the client missed, then forward live events, with keepalives."""
         try:
-            await writer.start(200, SSE_HEADERS + cors)
+            priming = b""
             if number == 0 and not backlog and session.protocol_version >= "2025-11-25":
-                data = b""
-                event_id = await self.events.append(session.id, 0, data, trio.current_time())
-                await writer.send(
-                    format_event(
-                        data, event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms
-                    )
+                event_id = await self.events.append(session.id, 0, b"", trio.current_time())
+                priming = format_event(
+                    b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms
                 )
+            await writer.start(200, SSE_HEADERS + cors, priming)
             for event in backlog:
                 await writer.send(
                     format_event(event.data, event_id=event.event_id.encode(), event=MESSAGE)
@@ -856,8 +853,7 @@ class MCPEndpoint:
     ) -> None:
         endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
         try:
-            await writer.start(200, SSE_HEADERS + cors)
-            await writer.send(format_event(endpoint, event=b"endpoint"))
+            await writer.start(200, SSE_HEADERS + cors, format_event(endpoint, event=b"endpoint"))
             await outbox.pump(writer, self.config.keepalive_s)
         finally:
             # The stream is the session: when it goes, so does everything it holds.

@@ -470,13 +470,15 @@ class ResponseWriter:
         self.state = _WriterState.DONE
         await self._write(self._conn.http.full_response(response, self._dates.get()))
 
-    async def start(self, status: int, headers: Headers) -> None:
-        """Send the head of a streamed answer."""
+    async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
+        """Send the head of a streamed answer, and `first` piece of the body with it
+        (one write instead of two)."""
         if self.state is not _WriterState.NEW:
             raise LocalProtocolError("this request was already answered")
         self.state = _WriterState.STREAMING
         http = self._conn.http
-        await self._write(http.start_stream(status, headers, self._dates.get()))
+        head = http.start_stream(status, headers, self._dates.get())
+        await self._write(head + http.stream_chunk(first) if first else head)
 
     async def send(self, piece: bytes) -> None:
         """Send one piece of the streamed body."""
@@ -522,12 +524,15 @@ class ResponseWriter:
                 pass
         self.broken = True
 
-    async def end(self) -> None:
-        """Finish the streamed body."""
+    async def end(self, last: bytes = b"") -> None:
+        """Finish the streamed body, sending `last` piece with the end (one write)."""
         if self.state is not _WriterState.STREAMING:
             raise LocalProtocolError("end() needs start() first")
         self.state = _WriterState.DONE
-        await self._write(self._conn.http.end_stream())
+        http = self._conn.http
+        await self._write(
+            http.stream_chunk(last) + http.end_stream() if last else http.end_stream()
+        )
 
 
 async def _send_quietly(stream: _ByteStream, data: bytes) -> None:

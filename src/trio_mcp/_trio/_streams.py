@@ -196,36 +196,47 @@ class PostStream:
             self._subscriber.close()
         self._subscriber = subscriber
 
-    async def emit(self, data: bytes) -> None:
+    async def emit(self, data: bytes, *, last: bool = False) -> None:
+        """Send one message, opening the stream first if needed; `last` marks the
+        response, which ends the stream. The head goes out with the priming event
+        and the first message, and the response with the end: one write each."""
         endpoint = self._endpoint
         if endpoint.config.json_response_only:
             return
         writer = self._writer
         session = self._session
-        if not writer.started:
-            await self._open()
+        opening = not writer.started
+        prologue = await self._begin() if opening else b""
         if session is None:
-            await writer.send(format_event(data, event=MESSAGE))
-            if writer.broken and self.on_broken is not None:
-                self.on_broken()
-            return
-        frame = await endpoint.publish(session, self.number, data)
-        if not writer.broken:
+            frame = format_event(data, event=MESSAGE)
+        else:
+            frame = await endpoint.publish(session, self.number, data)
+            if writer.broken:
+                if self._subscriber is not None and not self._subscriber.offer(frame):
+                    self._subscriber = None
+                return
+        if opening:
+            await writer.start(200, SSE_HEADERS + self._cors, prologue + frame)
+            if last:
+                await writer.end()
+        elif last:
+            await writer.end(frame)
+        else:
             await writer.send(frame)
-        elif self._subscriber is not None and not self._subscriber.offer(frame):
-            self._subscriber = None
+        if writer.broken and session is None and self.on_broken is not None:
+            self.on_broken()
 
-    async def _open(self) -> None:
+    async def _begin(self) -> bytes:
+        """Number a session's stream; returns its priming event (2025-11-25 on)."""
         session = self._session
-        await self._writer.start(200, SSE_HEADERS + self._cors)
-        if session is not None:
-            session.next_stream += 1
-            self.number = session.next_stream
-            session.live_streams[self.number] = self
-            if self._version >= "2025-11-25":
-                await self._prime()
+        if session is None:
+            return b""
+        session.next_stream += 1
+        self.number = session.next_stream
+        session.live_streams[self.number] = self
+        return await self._priming() if self._version >= "2025-11-25" else b""
 
-    async def _prime(self) -> None:
+    async def _priming(self) -> bytes:
         # SEP-1699: an id (and the retry hint) before anything else, so a
         # client can resume even if the connection drops before the first event.
         assert self._session is not None
@@ -233,8 +244,7 @@ class PostStream:
         event_id = await endpoint.events.append(
             self._session.id, self.number, b"", trio.current_time()
         )
-        frame = format_event(b"", event_id=event_id.encode(), retry_ms=endpoint.config.sse_retry_ms)
-        await self._writer.send(frame)
+        return format_event(b"", event_id=event_id.encode(), retry_ms=endpoint.config.sse_retry_ms)
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -254,8 +264,8 @@ class PostStream:
         if self._session is None or writer.broken or self._endpoint.config.json_response_only:
             return
         if not writer.started:
-            await self._open()
-        await self._prime()
+            await writer.start(200, SSE_HEADERS + self._cors, await self._begin())
+        await writer.send(await self._priming())
         await writer.end_and_close()
 
     def finish(self) -> None:
