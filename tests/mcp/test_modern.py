@@ -634,3 +634,21 @@ def test_shared_port_without_shared_state_keys_warns(caplog) -> None:
     )
     MCPEndpoint(Server("w"), MCPConfig())
     assert "request_state_keys" not in caplog.text
+
+
+def test_the_modern_methods_follow_what_is_registered() -> None:
+    """The set is cached, but a tool added or removed later changes it at once."""
+    from trio_mcp import Server
+    from trio_mcp._trio._dispatch import Dispatcher
+
+    app = Server("gated")
+    dispatch = Dispatcher(app)
+    assert dispatch.modern_methods() == {"server/discover"}
+
+    async def echo(text: str) -> str:
+        return text
+
+    app.add_tool(echo)
+    assert {"tools/list", "tools/call"} <= dispatch.modern_methods()
+    app.remove_tool("echo")
+    assert dispatch.modern_methods() == {"server/discover"}

@@ -56,21 +56,33 @@ class Dispatcher:
             "completion/complete": self._completion_complete,
             "server/discover": self._discover,
         }
+        self._modern_methods: dict[tuple[bool, ...], frozenset[str]] = {}
 
     def modern_methods(self) -> frozenset[str]:
         """The methods a 2026-07-28 request may call: no handshake or session methods,
         and only what the server's capabilities advertise."""
-        caps = self.app.capabilities()
-        methods = {"server/discover"}
-        if "tools" in caps:
-            methods |= {"tools/list", "tools/call"}
-        if "resources" in caps:
-            methods |= {"resources/list", "resources/templates/list", "resources/read"}
-        if "prompts" in caps:
-            methods |= {"prompts/list", "prompts/get"}
-        if "completions" in caps:
-            methods.add("completion/complete")
-        return frozenset(methods)
+        app = self.app
+        # what the capabilities depend on, so the set is built once per change
+        key = (
+            bool(app.tools),
+            bool(app.resources or app.resource_templates),
+            bool(app.prompts),
+            app.completer is not None,
+        )
+        methods = self._modern_methods.get(key)
+        if methods is None:
+            caps = app.capabilities()
+            found = {"server/discover"}
+            if "tools" in caps:
+                found |= {"tools/list", "tools/call"}
+            if "resources" in caps:
+                found |= {"resources/list", "resources/templates/list", "resources/read"}
+            if "prompts" in caps:
+                found |= {"prompts/list", "prompts/get"}
+            if "completions" in caps:
+                found.add("completion/complete")
+            methods = self._modern_methods[key] = frozenset(found)
+        return methods
 
     async def _discover(
         self, params: dict[str, Any], ctx: Context, session: Any, version: str

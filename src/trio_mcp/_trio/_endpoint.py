@@ -223,6 +223,8 @@ class MCPEndpoint:
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
         self._accept_cache: dict[tuple[bytes, ...], bool] = {}
         self._host_verdicts: dict[bytes | None, bool] = {}
+        self._server_info_key: tuple[str, str, str | None] | None = None
+        self._server_info_value: dict[str, Any] = {}
         #: Where the events of session streams wait for a client that resumes.
         self.events: EventStore = MemoryEventStore(
             EventLimits(
@@ -684,10 +686,16 @@ class MCPEndpoint:
         return version, capabilities, client_info, result
 
     def _server_info(self) -> dict[str, Any]:
-        info: dict[str, Any] = {"name": self.app.name, "version": self.app.version}
-        if self.app.title is not None:
-            info["title"] = self.app.title
-        return info
+        """The serverInfo object; one shared dict, rebuilt only when the app's
+        name, version or title changes (callers must not modify it)."""
+        app = self.app
+        key = (app.name, app.version, app.title)
+        if self._server_info_key != key:
+            info: dict[str, Any] = {"name": app.name, "version": app.version}
+            if app.title is not None:
+                info["title"] = app.title
+            self._server_info_key, self._server_info_value = key, info
+        return self._server_info_value
 
     # ---- notifications -----------------------------------------------------
 
