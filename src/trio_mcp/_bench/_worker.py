@@ -103,6 +103,7 @@ class WorkerResult:
 class Conn:
     __slots__ = (
         "attempts",
+        "counted",
         "fd",
         "in_setup",
         "intended",
@@ -113,6 +114,7 @@ class Conn:
         "out",
         "parts",
         "reader",
+        "resume",
         "retry_at",
         "sent_at",
         "session",
@@ -143,6 +145,8 @@ class Conn:
         self.out = b""
         self.retry_at = 0.0
         self.attempts = 0
+        self.resume = False
+        self.counted = False  # the running operation started in the measured phase
 
 
 class Worker:
@@ -164,6 +168,7 @@ class Worker:
                 self.setup_steps += (STREAM,)
             self.op_steps = () if self.idle else (CALL,)
         self.epoll = select.epoll()
+        self.wakeup = [self.epoll.fileno()]
         self.by_fd: dict[int, Conn] = {}
         n = plan.count if self.idle else plan.connections
         self.conns = [Conn(plan.first_connection + i, plan.protocol) for i in range(n)]
@@ -183,6 +188,7 @@ class Worker:
         self.failed = 0
         self.dropped = 0
         self.last_open = 0.0
+        self.last_done = 0.0  # when the last measured operation finished
         # schedule
         self.remaining = plan.requests  # operations left to start (None: until the end)
         self.timers: list[tuple[float, int, Conn]] = []
@@ -234,7 +240,7 @@ class Worker:
         else:
             for conn in self.conns:
                 if conn.state == READY:
-                    self.schedule_first(conn, now)
+                    self.next_operation(conn, now)
                 elif conn.state == DOWN:
                     conn.retry_at = now
         next_tick = now + TICK_S
@@ -247,11 +253,19 @@ class Worker:
                     if self.finished(now):
                         break
                 timeout = next_tick - now
-                if self.timers:
-                    timeout = min(timeout, self.timers[0][0] - now)
-                self.poll(max(timeout, 0.0))
+                if self.timers and self.timers[0][0] - now < timeout:
+                    # epoll_wait counts whole milliseconds (rounded up), which would
+                    # make every paced request up to 1 ms late; select sleeps to the
+                    # microsecond, and then epoll collects what is ready
+                    timeout = self.timers[0][0] - now
+                    if timeout > 0 and not select.select(self.wakeup, (), (), timeout)[0]:
+                        timeout = -1.0  # nothing to read: only the timer is due
+                if timeout >= 0:
+                    self.poll(timeout)
                 if self.timers:
                     self.fire_timers(time.monotonic())
+                if self.remaining == 0 and self.finished(now):
+                    break
         except KeyboardInterrupt:
             self.interrupted = True
         return self.result(time.monotonic())
@@ -361,10 +375,16 @@ class Worker:
             return
         self.epoll.modify(conn.fd, select.EPOLLIN)
         conn.state = READY
-        if conn.session is None and self.setup_steps:
+        if conn.resume:  # the server closed in the middle of an operation: go on
+            conn.resume = False
+            self.send_step(conn, now)
+        elif conn.session is None and self.setup_steps:
             self.begin(conn, self.setup_steps, setup=True, now=now)
-        elif self.issuing:
-            self.next_operation(conn, now)
+        else:
+            if not conn.parts:
+                conn.parts = self.factory.call_parts(None, conn.version, progress=self.progress)
+            if self.issuing:
+                self.next_operation(conn, now)
 
     def close(self, conn: Conn) -> None:
         if conn.sock is not None:
@@ -380,7 +400,8 @@ class Worker:
     def fail(self, conn: Conn, kind: str, now: float) -> None:
         """Count an error on `conn`, drop the connection, retry it after a backoff."""
         state = conn.state
-        outside_operation = state == CONNECTING or conn.in_setup
+        outside_operation = (state == CONNECTING and not conn.resume) or conn.in_setup
+        conn.resume = False
         self.close(conn)
         conn.state = DOWN
         if self.idle:
@@ -393,7 +414,10 @@ class Worker:
             self.opening -= 1
             self.open_more(now)
             return
-        self.error(kind, now)
+        if conn.counted or outside_operation or not self.issuing:
+            self.error(kind, now)
+            self.last_done = max(self.last_done, now) if self.issuing else self.last_done
+        conn.counted = False
         if kind in ("timeout", "protocol"):
             conn.retry_at = now  # the server is there; only this connection went bad
         else:
@@ -486,7 +510,8 @@ class Worker:
                 kind = None
             else:
                 kind, progress = classify(reader)
-                self.progress_events += progress
+                if now >= self.measure_start:
+                    self.progress_events += progress
         elif step == INIT:
             kind = self.initialized_session(conn)
         elif step == STREAM:
@@ -499,13 +524,16 @@ class Worker:
             if conn.in_setup:
                 self.fail(conn, kind, now)
                 return
-            self.error(kind, now)
+            if conn.counted:
+                self.error(kind, now)
             self.done(conn, now, ok=False)
             return
         conn.step += 1
         if conn.step < len(conn.steps):
-            if reader.close:  # rare: a server closing between the steps of an operation
-                self.fail(conn, "reset", now)
+            if reader.close:  # the server ends the connection between two steps
+                self.close(conn)
+                conn.resume = True
+                self.connect(conn, now)
                 return
             self.send_step(conn, now)
             return
@@ -556,10 +584,13 @@ class Worker:
 
     def done(self, conn: Conn, now: float, *, ok: bool) -> None:
         """An operation on `conn` finished (ok or counted as an error)."""
-        if ok and self.measure_start <= now < self.end and self.issuing:
-            self.ok += 1
-            self.second_ok += 1
-            self.latencies.append(int((now - conn.op_start) * 1e6))
+        if conn.counted and now < self.end:
+            self.last_done = now
+            if ok:
+                self.ok += 1
+                self.second_ok += 1
+                self.latencies.append(int((now - conn.op_start) * 1e6))
+        conn.counted = False
         conn.state = READY
         if conn.reader.close:
             self.close(conn)
@@ -572,16 +603,13 @@ class Worker:
         """Start `conn`'s next operation now (closed loop) or when it is due (open loop)."""
         if not self.issuing:
             return
+        if self.interval and not conn.intended:
+            # connections start evenly spread over one interval, as wrk2's do
+            conn.intended = self.start + conn.number * self.interval / self.plan.total_connections
         if self.interval and conn.intended > now:
             heapq.heappush(self.timers, (conn.intended, next(self.sequence), conn))
         else:
             self.start_operation(conn, now)
-
-    def schedule_first(self, conn: Conn, now: float) -> None:
-        if self.interval:
-            # connections start evenly spread over one interval, as wrk2's do
-            conn.intended = self.start + conn.number * self.interval / self.plan.total_connections
-        self.next_operation(conn, now)
 
     def fire_timers(self, now: float) -> None:
         timers = self.timers
@@ -593,13 +621,15 @@ class Worker:
 
     def start_operation(self, conn: Conn, now: float) -> None:
         remaining = self.remaining
+        if now >= self.end:
+            return
+        counted = now >= self.measure_start
         if remaining is not None:
             if remaining <= 0:
                 return
-            if now >= self.measure_start:
+            if counted:
                 self.remaining = remaining - 1
-        if now >= self.end:
-            return
+        conn.counted = counted
         if self.interval:
             # latency counts from when the request was due, not from when it could
             # be sent: corrected for coordinated omission
@@ -676,6 +706,8 @@ class Worker:
             self.close(conn)
         self.epoll.close()
         end = min(now, self.end)
+        if self.plan.requests is not None and not self.idle:
+            end = max(self.last_done, self.measure_start)
         return WorkerResult(
             index=self.plan.index,
             ok=self.ok,
