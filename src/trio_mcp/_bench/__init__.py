@@ -28,7 +28,7 @@ def missing_dependencies() -> list[str]:
     """The loadgen extra's packages that do not import."""
     missing = []
     try:
-        import hdrh.histogram  # type: ignore[import-untyped]  # noqa: F401
+        import hdrh.histogram  # noqa: F401
     except ImportError:
         missing.append("hdrhistogram")
     try:
@@ -44,9 +44,7 @@ def main(args: argparse.Namespace) -> int:
         config = config_from_args(args)
         missing = missing_dependencies()
         if missing:
-            raise UsageError(
-                f"trio-mcp bench needs {' and '.join(missing)}: {INSTALL_LOADGEN}"
-            )
+            raise UsageError(f"trio-mcp bench needs {' and '.join(missing)}: {INSTALL_LOADGEN}")
         from ._run import run
 
         return run(config)

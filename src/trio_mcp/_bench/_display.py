@@ -30,7 +30,9 @@ class Progress:
 
     def start(self, phase: str) -> None:
         if self.enabled:
-            self.live = Live(Text(phase), console=self.console, refresh_per_second=4, transient=True)
+            self.live = Live(
+                Text(phase), console=self.console, refresh_per_second=4, transient=True
+            )
             self.live.start()
         self.started = time.monotonic()
         self.last = (self.started, 0)

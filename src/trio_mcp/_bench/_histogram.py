@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from hdrh.histogram import HdrHistogram  # type: ignore[import-untyped]
+from hdrh.histogram import HdrHistogram
 
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
@@ -23,16 +23,14 @@ def new_histogram() -> Any:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
-def record_all(histograms: Iterable[Any], latencies_us: list[int]) -> None:
-    """Record a batch of latencies into every histogram in `histograms`.
+def record_batch(histogram: Any, latencies_us: list[int]) -> None:
+    """Record a batch of latencies.
 
     Counting equal values first means one ``record_value`` per distinct
     latency, not per request.
     """
-    counts = Counter(latencies_us)
-    for histogram in histograms:
-        for value, count in counts.items():
-            histogram.record_value(min(max(value, LOWEST_US), HIGHEST_US), count)
+    for value, count in Counter(latencies_us).items():
+        histogram.record_value(min(max(value, LOWEST_US), HIGHEST_US), count)
 
 
 def encode(histogram: Any) -> str:
@@ -48,16 +46,14 @@ def merge(encoded: Iterable[str]) -> Any:
     return total
 
 
-def summary_ms(histogram: Any) -> dict[str, float | int | None]:
-    """Count, mean, percentiles and max of a histogram, in milliseconds."""
+def summary_ms(histogram: Any, mean_us: float | None = None) -> dict[str, float | int | None]:
+    """Count, percentiles and max of a histogram (and a mean, if given), in milliseconds."""
     count = int(histogram.get_total_count())
-    if not count:
-        return {"count": 0, "mean": None, "max": None, **{f"p{p:g}": None for p in PERCENTILES}}
-    values: dict[str, float | int | None] = {
-        "count": count,
-        "mean": round(float(histogram.get_mean_value()) / 1000, 4),
-    }
+    values: dict[str, float | int | None] = {"count": count}
+    values["mean"] = None if mean_us is None or not count else round(mean_us / 1000, 4)
+    # one pass over the counts for all percentiles
+    at = histogram.get_percentile_to_value_dict(list(PERCENTILES)) if count else {}
     for p in PERCENTILES:
-        values[f"p{p:g}"] = histogram.get_value_at_percentile(p) / 1000
-    values["max"] = histogram.get_max_value() / 1000
+        values[f"p{p:g}"] = at[p] / 1000 if count else None
+    values["max"] = histogram.get_max_value() / 1000 if count else None
     return values

@@ -35,7 +35,10 @@ def merge_results(config: BenchConfig, results: list[WorkerResult]) -> dict[str,
             "progress_events": sum(r.progress_events for r in results),
             "interrupted": any(r.interrupted for r in results),
         },
-        "latency_ms": _histogram.summary_ms(histogram),
+        "latency_ms": _histogram.summary_ms(
+            histogram,
+            sum(r.latency_sum_us for r in results) / max(1, histogram.get_total_count()),
+        ),
         "errors": dict(sorted(errors.items(), key=lambda item: -item[1])),
         "series": series(results),
         "workers": [

@@ -104,8 +104,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=100,
         help="idle scenarios: sessions (or streams) to open and hold (default 100)",
     )
-    parser.add_argument("--json", dest="json_path", metavar="FILE", help="write results (- for stdout)")
-    parser.add_argument("--plot", dest="plot_path", metavar="FILE.png", help="draw latency and throughput")
+    parser.add_argument(
+        "--json", dest="json_path", metavar="FILE", help="write results (- for stdout)"
+    )
+    parser.add_argument(
+        "--plot", dest="plot_path", metavar="FILE.png", help="draw latency and throughput"
+    )
     parser.add_argument("--quiet", action="store_true", help="no live progress display")
     parser.add_argument(
         "--allow-remote", action="store_true", help="allow a target that is not this machine"
@@ -135,7 +139,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
         except orjson.JSONDecodeError as exc:
             raise UsageError(f"--args is not valid JSON: {exc}") from None
         if not isinstance(arguments, dict):
-            raise UsageError("--args must be a JSON object, e.g. '{\"text\": \"hello\"}'")
+            raise UsageError('--args must be a JSON object, e.g. \'{"text": "hello"}\'')
     for name in ("connections", "count"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1")

@@ -64,7 +64,9 @@ class RequestFactory:
             lines.append(b"Content-Length: %d" % length)
         return b"\r\n".join(lines) + b"\r\n\r\n"
 
-    def _legacy_headers(self, session: bytes | None, version: str | None) -> list[tuple[bytes, bytes]]:
+    def _legacy_headers(
+        self, session: bytes | None, version: str | None
+    ) -> list[tuple[bytes, bytes]]:
         headers = [(b"Accept", ACCEPT), (b"Content-Type", b"application/json")]
         if session is not None:
             headers.append((b"Mcp-Session-Id", session))
@@ -105,7 +107,9 @@ class RequestFactory:
             headers.append((b"MCP-Protocol-Version", version.encode()))
         return self._head(b"GET", headers, None)
 
-    def call_parts(self, session: bytes | None, version: str, *, progress: bool) -> tuple[bytes, ...]:
+    def call_parts(
+        self, session: bytes | None, version: str, *, progress: bool
+    ) -> tuple[bytes, ...]:
         """The tools/call request split where the id (and progress token) go."""
         meta: dict[str, object] = {}
         if progress:

@@ -194,7 +194,7 @@ class ResponseReader:
                 del buf[: self._length]
                 self.state = DONE
                 return True
-            elif state == CHUNK_SIZE or state == TRAILERS:
+            elif state in (CHUNK_SIZE, TRAILERS):
                 end = buf.find(b"\r\n", max(0, self._scan - 1))
                 if end < 0:
                     self._scan = len(buf)
@@ -233,7 +233,7 @@ class ResponseReader:
                     raise ProtocolError("chunk data not followed by CRLF")
                 del buf[:2]
                 self.state = CHUNK_SIZE
-            elif state == UNTIL_CLOSE or state == STREAM:
+            elif state in (UNTIL_CLOSE, STREAM):
                 if state == STREAM:
                     buf.clear()
                 return False

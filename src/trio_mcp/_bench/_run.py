@@ -22,7 +22,7 @@ from ._display import Progress, print_report
 from ._merge import merge_results
 from ._options import IDLE, BenchConfig
 from ._target import Target, UsageError, resolve
-from ._worker import WorkerPlan, WorkerResult, raise_file_limit, worker_main
+from ._worker import Worker, WorkerPlan, WorkerResult, raise_file_limit, worker_main
 
 FD_MARGIN = 32  # descriptors a worker needs besides its sockets
 START_GRACE_S = 30.0  # for spawning the workers and setting up their sessions
@@ -81,6 +81,27 @@ def check_file_limit(plans: list[WorkerPlan]) -> None:
         )
 
 
+class InProcess:
+    """The parent's side of a worker run in this process (``--workers 1``).
+
+    Speaks the worker's half of the pipe protocol: progress goes straight to
+    the display, and a stop (Ctrl-C) is seen at the worker's next tick.
+    """
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+
+    def poll(self) -> bool:
+        return self.runner.stop_requested
+
+    def recv(self) -> tuple[str]:
+        return ("stop",)
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        if message[0] == "progress":
+            self.runner.progress.update(message[2], message[3])
+
+
 class Runner:
     def __init__(self, config: BenchConfig, plans: list[WorkerPlan], progress: Progress) -> None:
         self.config = config
@@ -111,12 +132,12 @@ class Runner:
     def receive(self, timeout: float) -> list[tuple[int, Any]]:
         """Messages from the workers that arrive within `timeout`; lost workers noted."""
         by_pipe = {id(pipe): index for index, pipe in self.pipes.items()}
-        ready = multiprocessing.connection.wait(list(self.pipes.values()), timeout)
+        ready: list[Any] = multiprocessing.connection.wait(list(self.pipes.values()), timeout)
         messages = []
         for pipe in ready:
             index = by_pipe[id(pipe)]
             try:
-                message = pipe.recv()  # type: ignore[union-attr]
+                message = pipe.recv()
             except (EOFError, OSError):
                 self.failures.append(f"worker {index} exited without a result")
                 del self.pipes[index]
@@ -142,7 +163,22 @@ class Runner:
             except OSError:
                 pass
 
+    def run_here(self) -> None:
+        """One worker, run in this process: no second interpreter to start."""
+        (plan,) = self.plans
+        worker = Worker(plan, InProcess(self))
+        self.progress.start(f"setting up {self.config.connections} connections")
+        worker.prepare(time.monotonic() + self.config.timeout_s + 1.0)
+        if self.stop_requested:
+            self.results[plan.index] = worker.result(time.monotonic())
+            return
+        self.progress.start("starting")
+        self.results[plan.index] = worker.run(time.monotonic())
+
     def run(self) -> None:
+        if len(self.plans) == 1:
+            self.run_here()
+            return
         self.progress.start(f"setting up {self.config.connections} connections")
         ready: set[int] = set()
         deadline = time.monotonic() + self.config.timeout_s + START_GRACE_S
@@ -210,7 +246,8 @@ def run(config: BenchConfig) -> int:
 
     previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        runner.start()
+        if len(plans) > 1:
+            runner.start()
         runner.run()
     finally:
         progress.stop()
@@ -237,7 +274,7 @@ def run(config: BenchConfig) -> int:
 
         plot(report, config.plot_path)
     totals = report["totals"]
-    if runner.failures or totals["errors"] or not totals["ok"] and "idle" not in report:
+    if runner.failures or totals["errors"] or (not totals["ok"] and "idle" not in report):
         return 1
     if "idle" in report and report["idle"]["opened"] < config.count:
         return 1

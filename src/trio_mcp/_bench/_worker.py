@@ -87,6 +87,7 @@ class WorkerResult:
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     histogram: str = ""
+    latency_sum_us: int = 0
     seconds: list[dict[str, Any]] = field(default_factory=list)
     progress_events: int = 0
     measured_s: float = 0.0
@@ -176,6 +177,7 @@ class Worker:
         # results
         self.errors: Counter[str] = Counter()
         self.latencies: list[int] = []
+        self.latency_sum_us = 0
         self.total = _histogram.new_histogram()
         self.second_histogram = _histogram.new_histogram()
         self.second = 0
@@ -306,7 +308,9 @@ class Worker:
         except BlockingIOError:
             return
         except OSError as exc:
-            self.fail(conn, "reset" if exc.errno != errno.ETIMEDOUT else "timeout", time.monotonic())
+            self.fail(
+                conn, "reset" if exc.errno != errno.ETIMEDOUT else "timeout", time.monotonic()
+            )
             return
         now = time.monotonic()
         if not data:
@@ -681,11 +685,13 @@ class Worker:
 
     def flush_latencies(self) -> None:
         if self.latencies:
-            _histogram.record_all((self.total, self.second_histogram), self.latencies)
+            self.latency_sum_us += sum(self.latencies)
+            _histogram.record_batch(self.second_histogram, self.latencies)
             self.latencies = []
 
     def roll_second(self) -> None:
         self.flush_latencies()
+        self.total.add(self.second_histogram)
         self.seconds.append(
             {
                 "second": self.second,
@@ -699,7 +705,7 @@ class Worker:
 
     def result(self, now: float) -> WorkerResult:
         self.flush_latencies()
-        if now >= self.measure_start and (self.second_ok or self.second_errors):
+        if self.second_ok or self.second_errors or self.second_histogram.get_total_count():
             self.roll_second()
         held = sum(c.state == HOLDING for c in self.conns)
         for conn in self.conns:
@@ -713,6 +719,7 @@ class Worker:
             ok=self.ok,
             errors=dict(self.errors),
             histogram=_histogram.encode(self.total),
+            latency_sum_us=self.latency_sum_us,
             seconds=self.seconds,
             progress_events=self.progress_events,
             measured_s=max(0.0, end - self.measure_start),
