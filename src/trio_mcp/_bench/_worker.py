@@ -575,7 +575,7 @@ class Worker:
             self.opened += 1
             self.opening -= 1
             self.last_open = now
-            self.latencies.append(int((now - conn.opened_at) * 1e6))
+            self.latencies.append(int((now - conn.opened_at) * 1e6 + 0.5))
             self.open_more(now)
             return
         conn.state = READY
@@ -593,7 +593,7 @@ class Worker:
             if ok:
                 self.ok += 1
                 self.second_ok += 1
-                self.latencies.append(int((now - conn.op_start) * 1e6))
+                self.latencies.append(int((now - conn.op_start) * 1e6 + 0.5))
         conn.counted = False
         conn.state = READY
         if conn.reader.close:
