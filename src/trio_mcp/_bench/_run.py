@@ -22,7 +22,7 @@ from ._display import Progress, print_report
 from ._merge import merge_results
 from ._options import IDLE, BenchConfig
 from ._target import Target, UsageError, resolve
-from ._worker import Worker, WorkerPlan, WorkerResult, raise_file_limit, worker_main
+from ._worker import GIVE_UP_AFTER, Worker, WorkerPlan, WorkerResult, raise_file_limit, worker_main
 
 FD_MARGIN = 32  # descriptors a worker needs besides its sockets
 START_GRACE_S = 30.0  # for spawning the workers and setting up their sessions
@@ -255,12 +255,19 @@ def run(config: BenchConfig) -> int:
         runner.finish()
     results = [runner.results[i] for i in sorted(runner.results)]
     report = merge_results(config, results)
+    for result in results:
+        if result.gave_up:
+            runner.failures.append(
+                f"worker {result.index} gave up: every connection failed to connect "
+                f"{GIVE_UP_AFTER} times in a row"
+            )
     report["failures"] = runner.failures
     if runner.stop_requested:
         report["totals"]["interrupted"] = True
     print_report(console, report)
+    errors_console = Console(stderr=True)
     for failure in runner.failures:
-        console.print(f"[red]{failure}[/red]")
+        errors_console.print(f"[red]trio-mcp bench: {failure}[/red]")
     if config.json_path is not None:
         data = orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"
         if to_stdout:

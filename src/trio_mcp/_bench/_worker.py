@@ -55,6 +55,7 @@ DOWN, CONNECTING, READY, BUSY, HOLDING = range(5)
 TICK_S = 0.1
 RECV_BYTES = 256 * 1024
 MAX_BACKOFF_S = 1.0
+GIVE_UP_AFTER = 3  # --requests: failed connects in a row, on every connection
 IDLE_SCENARIOS = ("idle-sessions", "idle-streams")
 
 
@@ -99,6 +100,7 @@ class WorkerResult:
     dropped: int = 0
     held_at_end: int = 0
     interrupted: bool = False
+    gave_up: bool = False
 
 
 class Conn:
@@ -201,6 +203,7 @@ class Worker:
         self.issuing = False
         self.stop = False
         self.interrupted = False
+        self.gave_up = False
         self.idle_queue: list[Conn] = []
         self.opening = 0
 
@@ -277,6 +280,13 @@ class Worker:
             return True
         if self.idle:
             return not self.idle_queue and not self.opening
+        if self.remaining and all(
+            c.state == DOWN and c.attempts >= GIVE_UP_AFTER for c in self.conns
+        ):
+            # --requests N against a server that is gone would otherwise retry for
+            # a long time; duration runs keep trying (a server may come back)
+            self.gave_up = True
+            return True
         # --requests: every operation started and answered
         return self.remaining == 0 and not any(c.state in (BUSY, CONNECTING) for c in self.conns)
 
@@ -730,6 +740,7 @@ class Worker:
             dropped=self.dropped,
             held_at_end=held,
             interrupted=self.interrupted,
+            gave_up=self.gave_up,
         )
 
 
