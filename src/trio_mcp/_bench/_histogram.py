@@ -7,7 +7,6 @@ are those of one histogram that saw every request.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -21,16 +20,6 @@ PERCENTILES = (50.0, 90.0, 99.0, 99.9)
 
 def new_histogram() -> Any:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
-
-
-def record_batch(histogram: Any, latencies_us: list[int]) -> None:
-    """Record a batch of latencies.
-
-    Counting equal values first means one ``record_value`` per distinct
-    latency, not per request.
-    """
-    for value, count in Counter(latencies_us).items():
-        histogram.record_value(min(max(value, LOWEST_US), HIGHEST_US), count)
 
 
 def encode(histogram: Any) -> str:
