@@ -2,10 +2,15 @@
 
     trio-mcp run TARGET [--host HOST] [--port PORT] [--path /mcp] [--stateless]
                         [--json-response] [--log-level info]
+    trio-mcp bench URL [--scenario call] [--protocol 2025-11-25] [--connections 64]
+                       [--rate R] [--duration S | --requests N] [--json FILE] ...
 
 TARGET names a `Server`: ``path/to/file.py:server`` or ``package.module:server``
 (the attribute defaults to ``server``). SIGINT or SIGTERM drains the server.
 The library never configures logging; this command does.
+
+``bench`` is a load generator for any MCP server (``trio_mcp._bench``); it
+needs the ``loadgen`` extra and exits with its status (0 ok, 1 errors, 2 usage).
 """
 
 from __future__ import annotations
@@ -58,7 +63,20 @@ def main(argv: list[str] | None = None) -> None:
     )
     run.add_argument("--reuse-port", action="store_true", help="set SO_REUSEPORT")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    bench = commands.add_parser(
+        "bench",
+        help="load-benchmark an MCP server over HTTP",
+        description="An MCP-aware load generator: sessions or stateless requests, "
+        "closed or open loop, latency percentiles from a histogram.",
+    )
+    from ._bench import _options
+
+    _options.add_arguments(bench)
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        from ._bench import main as bench_main
+
+        raise SystemExit(bench_main(args))
     logging.basicConfig(
         level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
