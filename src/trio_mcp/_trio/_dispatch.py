@@ -145,7 +145,10 @@ class Dispatcher:
         if tool.context_param is not None:
             kwargs[tool.context_param] = ctx
         try:
-            value = await self._call(tool.fn, tool.is_async, kwargs)
+            if tool.is_async:
+                value = await tool.fn(**kwargs)
+            else:
+                value = await self._call(tool.fn, False, kwargs)
         except (MCPError, InputRequired, trio.Cancelled):
             raise
         except ToolError as exc:

@@ -223,6 +223,8 @@ class MCPEndpoint:
         self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
         self._accept_cache: dict[tuple[bytes, ...], bool] = {}
         self._host_verdicts: dict[bytes | None, bool] = {}
+        #: trio.current_time; the run's clock itself (two calls fewer) while running.
+        self._now: Callable[[], float] = trio.current_time
         self._server_info_key: tuple[str, str, str | None] | None = None
         self._server_info_value: dict[str, Any] = {}
         #: Where the events of session streams wait for a client that resumes.
@@ -317,6 +319,7 @@ class MCPEndpoint:
                 self.lifespan_state = await stack.enter_async_context(self.app.lifespan(self.app))
             nursery = await stack.enter_async_context(trio.open_nursery())
             self._nursery = nursery
+            self._now = trio.lowlevel.current_clock().current_time
             send, receive = trio.open_memory_channel[Any](_BROADCAST_QUEUE)
             self._broadcasts = send
             self.app.listeners.append(self._on_app_event)
@@ -328,6 +331,7 @@ class MCPEndpoint:
                 self.app.listeners.remove(self._on_app_event)
                 self._broadcasts = None
                 self._nursery = None
+                self._now = trio.current_time
                 send.close()
                 for listener in list(self._listeners):
                     listener.outbox.close()
@@ -361,7 +365,7 @@ class MCPEndpoint:
         raw = request.singles.get(b"mcp-session-id")
         if raw is None:
             return None
-        session = self.sessions.get(raw.decode("latin-1"), trio.current_time())
+        session = self.sessions.get(raw.decode("latin-1"), self._now())
         if session is None:
             raise _Reject(404, INVALID_REQUEST, "Session not found: initialize a new session")
         if session.principal != principal:
@@ -531,11 +535,16 @@ class MCPEndpoint:
     ) -> None:
         stream = PostStream(self, writer, None, envelope.version, cors)
         try:
-            answer = await self._answer(
-                message, request, None, envelope.version, principal, stream, envelope
+            answer = await self._run(
+                message,
+                request,
+                None,
+                envelope.version,
+                principal,
+                stream,
+                envelope,
+                stream.cancel_scope,  # closing the stream cancels the request (SEP-2575)
             )
-            if answer is None:
-                return  # cancelled: the client closed the stream
             result = answer.get("result")
             if isinstance(result, dict):
                 self._decorate(message.method, result)
@@ -720,14 +729,15 @@ class MCPEndpoint:
     ) -> None:
         """Answer the requests of one POST (a DeferredResponse's body)."""
         stream = PostStream(self, writer, session, version, cors)
+        scope = stream.cancel_scope
         answers: list[dict[str, Any]] = []
         try:
             for message in messages:
                 if type(message) is Invalid:
                     answers.append(error_message(message.id, message.error))
                 elif type(message) is RPCRequest:
-                    answer = await self._answer(
-                        message, request, session, version, principal, stream
+                    answer = await self._run(
+                        message, request, session, version, principal, stream, None, scope
                     )
                     if answer is not None:
                         answers.append(answer)
@@ -810,7 +820,7 @@ class MCPEndpoint:
             await outbox.pump(writer, self.config.keepalive_s)
         finally:
             if number == 0:
-                self.sessions.end_request(session, trio.current_time())
+                self.sessions.end_request(session, self._now())
             if session.get_stream is outbox:
                 session.get_stream = None
             outbox.close()
@@ -992,13 +1002,35 @@ class MCPEndpoint:
         self,
         message: RPCRequest,
         request: Request,
+        session: Session,
+        version: str,
+        principal: object,
+        stream: LegacyStream,
+    ) -> dict[str, Any] | None:
+        """The response to one legacy HTTP+SSE request; None when it was cancelled.
+
+        Such a request runs in a task of its own and gets a cancel scope; a
+        POST's request is cancelled through its connection (`_run` with
+        `PostStream.cancel_scope`).
+        """
+        with trio.CancelScope() as scope:
+            return await self._run(
+                message, request, session, version, principal, stream, None, scope
+            )
+        return None  # cancelled: the client no longer wants an answer
+
+    async def _run(
+        self,
+        message: RPCRequest,
+        request: Request,
         session: Session | None,
         version: str,
         principal: object,
         stream: PostStream | LegacyStream,
-        envelope: Envelope | None = None,
-    ) -> dict[str, Any] | None:
-        """The response to one request; None when it was cancelled.
+        envelope: Envelope | None,
+        scope: trio.CancelScope,
+    ) -> dict[str, Any]:
+        """The response to one request, its handler run under `scope` (which cancels it).
 
         `envelope` is set for a 2026-07-28 request: its capabilities and log
         level come from the request itself, never from a session.
@@ -1020,30 +1052,6 @@ class MCPEndpoint:
             )
         meta = message.params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
-        # A POST answer is cancelled through its connection (see PostStream.cancel_scope);
-        # a legacy HTTP+SSE request runs in a task of its own and gets a scope.
-        args = (message, request, session, version, principal, stream, envelope)
-        if isinstance(stream, PostStream):
-            return await self._run(*args, handler, in_flight, progress_token, stream.cancel_scope)
-        with trio.CancelScope() as scope:
-            return await self._run(*args, handler, in_flight, progress_token, scope)
-        return None  # cancelled: the client no longer wants an answer
-
-    async def _run(
-        self,
-        message: RPCRequest,
-        request: Request,
-        session: Session | None,
-        version: str,
-        principal: object,
-        stream: PostStream | LegacyStream,
-        envelope: Envelope | None,
-        handler: Callable[..., Awaitable[dict[str, Any]]],
-        in_flight: dict[Any, Any],
-        progress_token: Any,
-        scope: trio.CancelScope,
-    ) -> dict[str, Any]:
-        """Run one request's handler under `scope` (which cancels it) and answer it."""
         ask = None
         if session is not None and not self.config.json_response_only:
             ask = functools.partial(self._ask_client, session, stream.emit)
@@ -1127,7 +1135,7 @@ class MCPEndpoint:
         finally:
             del in_flight[message.id]
             if session is not None:
-                self.sessions.end_request(session, trio.current_time())
+                self.sessions.end_request(session, self._now())
 
     async def _ask_client(
         self,

@@ -291,7 +291,7 @@ class HTTPServer:
         write_timeout = config.write_timeout_s
         handler = self.handler
         dates = self._dates
-        now = trio.current_time
+        now = trio.lowlevel.current_clock().current_time  # trio.current_time, minus two calls
         deadline_phase: Phase | None = None
         while True:
             try:
@@ -342,7 +342,7 @@ class HTTPServer:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
             elif type(response) is DeferredResponse:
-                if not await self._deferred(stream, conn, response):
+                if not await self._deferred(stream, conn, response, now):
                     return True
             else:
                 assert isinstance(response, StreamingResponse)
@@ -352,10 +352,14 @@ class HTTPServer:
                 return False
 
     async def _deferred(
-        self, stream: _ByteStream, conn: _Connection, response: DeferredResponse
+        self,
+        stream: _ByteStream,
+        conn: _Connection,
+        response: DeferredResponse,
+        now: Callable[[], float],
     ) -> bool:
         """Let a DeferredResponse write its answer; False when the peer went away."""
-        writer = ResponseWriter(stream, conn, self._dates, self.config.write_timeout_s)
+        writer = ResponseWriter(stream, conn, self._dates, self.config.write_timeout_s, now)
         conn.deadline = math.inf
         try:
             await response.respond(writer)
@@ -427,15 +431,21 @@ class ResponseWriter:
     connection closes after the answer.
     """
 
-    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "state", "broken")
+    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "_now", "state", "broken")
 
     def __init__(
-        self, stream: _ByteStream, conn: _Connection, dates: _DateCache, write_timeout: float
+        self,
+        stream: _ByteStream,
+        conn: _Connection,
+        dates: _DateCache,
+        write_timeout: float,
+        now: Callable[[], float] = trio.current_time,
     ) -> None:
         self._stream = stream
         self._conn = conn
         self._dates = dates
         self._write_timeout = write_timeout
+        self._now = now
         self.state = _WriterState.NEW
         #: True once a write failed: the peer is gone.
         self.broken = False
@@ -455,7 +465,7 @@ class ResponseWriter:
         if self.broken or not data:
             return
         conn = self._conn
-        conn.deadline = trio.current_time() + self._write_timeout
+        conn.deadline = self._now() + self._write_timeout
         try:
             await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
