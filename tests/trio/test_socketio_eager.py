@@ -1,0 +1,89 @@
+"""SocketIO's read after an answer: yield and read while busy, wait when quiet.
+
+The socket is a real connected pair; a thin proxy counts the ``recv`` calls
+and the module's ``wait_readable`` is wrapped to count the waits.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+import trio
+
+from trio_mcp._trio import _socketio
+from trio_mcp._trio._socketio import _EAGER_PAUSE, SocketIO
+
+
+class CountingSocket:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.recvs = 0
+        self.empty_recvs = 0
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def recv(self, n: int) -> bytes:
+        self.recvs += 1
+        try:
+            return self.sock.recv(n)
+        except BlockingIOError:
+            self.empty_recvs += 1
+            raise
+
+    def send(self, data: Any) -> int:
+        return self.sock.send(data)
+
+
+@pytest.fixture
+def pair(monkeypatch: pytest.MonkeyPatch) -> Any:
+    ours, peer = socket.socketpair()
+    io = SocketIO(ours)
+    counting = CountingSocket(ours)
+    io.sock = counting  # type: ignore[assignment]
+    waits = [0]
+    real_wait = _socketio.wait_readable
+
+    async def counted_wait(sock: Any) -> None:
+        waits[0] += 1
+        await real_wait(sock)
+
+    monkeypatch.setattr(_socketio, "wait_readable", counted_wait)
+    yield io, counting, peer, waits
+    ours.close()
+    peer.close()
+
+
+async def test_a_request_that_is_already_there_is_read_without_waiting(pair) -> None:
+    io, counting, peer, waits = pair
+    await io.send_all(b"answer")
+    peer.sendall(b"next request")  # arrives while other tasks run
+    assert await io.receive_some(100) == b"next request"
+    assert (waits[0], counting.recvs) == (0, 1)
+    assert peer.recv(100) == b"answer"
+
+
+async def test_a_quiet_connection_waits_at_once_after_one_empty_read(pair) -> None:
+    io, counting, peer, waits = pair
+
+    async def answer_then_read() -> bytes:
+        await io.send_all(b"a")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(later_request)
+            data = await io.receive_some(100)
+        return data
+
+    async def later_request() -> None:
+        await trio.sleep(0.01)
+        peer.sendall(b"r")
+
+    assert await answer_then_read() == b"r"
+    assert (counting.empty_recvs, waits[0]) == (1, 1)  # tried, found nothing, waited
+    for _ in range(_EAGER_PAUSE):
+        assert await answer_then_read() == b"r"
+    assert counting.empty_recvs == 1  # no futile reads while paused
+    assert waits[0] == 1 + _EAGER_PAUSE
+    assert await answer_then_read() == b"r"
+    assert counting.empty_recvs == 2  # then it tries again
