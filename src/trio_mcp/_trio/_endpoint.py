@@ -396,7 +396,8 @@ class MCPEndpoint:
             )
         if not is_json_content_type(request.singles.get(b"content-type")):
             raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
-        principal = await self._principal(request)
+        # (no coroutine at all when there is no authenticate hook)
+        principal = None if self.authenticate is None else await self._principal(request)
         header = request.singles.get(b"mcp-protocol-version")
         try:
             messages, batch = decode_body(request.body, allow_batch=True)
@@ -749,7 +750,8 @@ class MCPEndpoint:
             if writer.started:
                 await stream.emit(body, last=True)
             else:
-                await writer.respond(Response(200, _JSON_HEADERS + cors, body))
+                headers = _JSON_HEADERS + cors if cors else _JSON_HEADERS
+                await writer.respond(Response(200, headers, body))
         finally:
             stream.finish()
 

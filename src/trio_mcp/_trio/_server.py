@@ -478,7 +478,16 @@ class ResponseWriter:
         if self.state is not _WriterState.NEW:
             raise LocalProtocolError("this request was already answered")
         self.state = _WriterState.DONE
-        await self._write(self._conn.http.full_response(response, self._dates.get()))
+        if self.broken:
+            return
+        conn = self._conn
+        conn.deadline = self._now() + self._write_timeout
+        try:  # _write, inlined: this is every JSON answer
+            await self._stream.send_all(conn.http.full_response(response, self._dates.get()))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.broken = True
+        finally:
+            conn.deadline = math.inf
 
     async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
         """Send the head of a streamed answer, and `first` piece of the body with it
