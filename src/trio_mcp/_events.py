@@ -79,7 +79,9 @@ class MemoryEventStore:
             events = self._sessions[session_id] = _SessionEvents()
         events.sequence += 1
         event_id = f"{events.tag}-{stream}-{events.sequence}"
-        buffer = events.streams.setdefault(stream, deque())
+        buffer = events.streams.get(stream)
+        if buffer is None:
+            buffer = events.streams[stream] = deque()
         buffer.append((events.sequence, event_id, data, now))
         key = (session_id, stream)
         size = self._bytes.get(key, 0) + len(data)

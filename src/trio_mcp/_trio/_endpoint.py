@@ -972,20 +972,30 @@ class MCPEndpoint:
             logger.warning("notification backlog full: dropped %s", method)
 
     async def _broadcaster(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
+        events = self.events
         async for method, params, uri in receive:
             self._deliver_to_listeners(method, params, uri)
             data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
+            is_log = method == "notifications/message"
+            now = self._now()
             for session in self.sessions.live():
                 if uri is not None and uri not in session.subscriptions:
                     continue
                 threshold = session.log_level
                 if (
-                    method == "notifications/message"
+                    is_log
                     and threshold is not None
                     and LOG_LEVELS[params["level"]] < LOG_LEVELS[threshold]
                 ):
                     continue
-                await self.publish(session, 0, data)
+                # publish(), with one clock reading per broadcast and no frame
+                # for a session whose GET stream is not open
+                event_id = await events.append(session.id, 0, data, now)
+                outbox = session.get_stream
+                if outbox is not None:
+                    frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
+                    if not outbox.offer(frame, now):
+                        session.get_stream = None
 
     async def publish(self, session: Session, number: int, data: bytes) -> bytes:
         """Store `data` as the next event of stream `number`; returns its SSE frame.
