@@ -32,8 +32,10 @@ ROOT = HERE.parent
 if not (ROOT / "src" / "trio_mcp").is_dir() or "trio_mcp" not in sys.modules:
     sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(HERE))
 
-from everything import server as app  # noqa: E402
+from _suite_server import server as suite_app  # noqa: E402
+from everything import server as everything_app  # noqa: E402
 
 from trio_mcp import MCPConfig, ServerConfig  # noqa: E402
 from trio_mcp._speedups import USING_EXTENSIONS  # noqa: E402
@@ -88,11 +90,16 @@ def call_body(era: str, method: str) -> tuple[bytes, dict[str, str]]:
         params: dict[str, object] = {"name": "echo", "arguments": {"text": "hello"}}
         name = "echo"
         rpc = "tools/call"
+    elif method == "progress":  # answered as SSE: 3 progress notifications, then the result
+        params = {"name": "progress", "arguments": {}, "_meta": {"progressToken": "p"}}
+        name = "progress"
+        rpc = "tools/call"
     else:
         params, name, rpc = {}, "", "tools/list"
     headers = dict(BASE)
     if era == "2026":
         params["_meta"] = {
+            **params.get("_meta", {}),  # type: ignore[dict-item]
             "io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {},
         }
@@ -134,6 +141,7 @@ async def session_headers(http: HTTPServer) -> dict[str, str]:
 async def measure(args: argparse.Namespace) -> dict[str, object]:
     # one connection carries every request
     config = MCPConfig(http=ServerConfig(max_requests_per_connection=args.requests + 10))
+    app = suite_app if args.method == "progress" else everything_app
     endpoint = MCPEndpoint(app, config)
     http = HTTPServer(endpoint, config.http)
     async with endpoint.running():
@@ -143,7 +151,9 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
         data = request_bytes(body, headers)
         check = ReplayStream(data, 1)
         await http.handle_stream(check)  # type: ignore[arg-type]
-        if not check.last.startswith(b"HTTP/1.1 200") or b'"error"' in check.last:
+        if b'"error"' in check.last or (
+            args.method != "progress" and not check.last.startswith(b"HTTP/1.1 200")
+        ):
             raise SystemExit(f"unexpected answer: {check.last[:400]!r}")
         times = []
         for _ in range(args.repeat):
@@ -151,7 +161,7 @@ async def measure(args: argparse.Namespace) -> dict[str, object]:
             t0 = time.process_time()
             await http.handle_stream(stream)  # type: ignore[arg-type]
             took = time.process_time() - t0
-            if stream.sent != args.requests:
+            if args.method != "progress" and stream.sent != args.requests:
                 raise SystemExit(f"{stream.sent} answers to {args.requests} requests")
             times.append(took / args.requests * 1e6)
         endpoint.drain()
@@ -171,7 +181,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=50_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--era", choices=["2025", "2026"], default="2025")
-    parser.add_argument("--method", choices=["call", "list"], default="call")
+    parser.add_argument(
+        "--method",
+        choices=["call", "list", "progress"],
+        default="call",
+        help="tools/call echo, tools/list, or tools/call progress (SSE, the suite's fixture)",
+    )
     parser.add_argument("--json", help="write the result here")
     args = parser.parse_args()
     result = trio.run(measure, args)

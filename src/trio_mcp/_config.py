@@ -121,8 +121,11 @@ class MCPConfig:
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
-            of each stream's buffer of events kept for clients that resume
-            (memory for resumption is at most sessions x streams x bytes).
+            of each stream's buffer of events kept for clients that resume.
+        event_buffer_session_bytes: the bound of all of a session's buffers
+            together (event data plus 128 bytes per event); the oldest streams
+            are dropped whole first. Memory for resumption is at most
+            sessions x this.
         cache_ttl_ms, cache_scope: the cache hints (``ttlMs``, ``cacheScope``)
             on the cacheable 2026-07-28 results (discover, the lists, reads).
         cache_hints: per method overrides, e.g. ``{"tools/list": (60000,
@@ -153,6 +156,7 @@ class MCPConfig:
     event_buffer_events: int = 256
     event_buffer_bytes: int = 256 * 1024
     event_buffer_age_s: float = 120.0
+    event_buffer_session_bytes: int = 1024 * 1024
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
     cache_hints: Mapping[str, tuple[int, str]] = field(default_factory=dict)
@@ -164,7 +168,11 @@ class MCPConfig:
     sse_retry_ms: int = 1000
 
     def __post_init__(self) -> None:
-        if self.event_buffer_events < 1 or self.event_buffer_bytes < 1:
+        if (
+            self.event_buffer_events < 1
+            or self.event_buffer_bytes < 1
+            or self.event_buffer_session_bytes < 1
+        ):
             raise ValueError("event buffers must hold at least one event and one byte")
         if not self.event_buffer_age_s > 0:
             raise ValueError("event_buffer_age_s must be positive")

@@ -5,7 +5,10 @@ unique within the session, in production order, and names its stream and
 its session: ``<session tag>-<stream>-<sequence>``. A client that lost a
 stream reconnects with ``Last-Event-ID`` and receives exactly the events of
 that stream that came after it. Buffers are bounded per stream by count,
-bytes and age, so a client that never comes back costs a bounded amount.
+bytes and age, and per session by the memory of all its streams together
+(every POST answered with SSE opens a stream, so without that bound a busy
+session would keep the last two minutes of streams, however many): a client
+that never comes back costs a bounded amount.
 
 The store interface is async and session-scoped so that a shared (Redis)
 store can take the in-memory one's place; the in-memory store never awaits
@@ -17,16 +20,22 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from dataclasses import dataclass
-from typing import Protocol, final
+from typing import Final, Protocol, final
+
+#: What one stored event costs beyond its data, counted against `max_session_bytes`.
+EVENT_OVERHEAD: Final = 128
 
 
 @dataclass(frozen=True, slots=True)
 class EventLimits:
-    """Bounds of one stream's buffer; the oldest events go first."""
+    """Bounds of one stream's buffer (the oldest events go first) and of one
+    session's streams together (the oldest streams go first, whole)."""
 
     max_events: int = 256
     max_bytes: int = 256 * 1024
     max_age_s: float = 120.0
+    #: data + EVENT_OVERHEAD per event, over all of a session's streams
+    max_session_bytes: int = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +64,18 @@ class EventStore(Protocol):
 
 
 class _SessionEvents:
-    __slots__ = ("tag", "sequence", "streams")
+    __slots__ = ("tag", "sequence", "streams", "cost")
 
     def __init__(self) -> None:
         self.tag = secrets.token_hex(4)
         self.sequence = 0
-        # stream -> deque of (sequence, event id, data, time)
+        # stream -> deque of (sequence, event id, data, time), oldest stream first
         self.streams: dict[int, deque[tuple[int, str, bytes, float]]] = {}
+        self.cost = 0  # data + EVENT_OVERHEAD per event, all streams
+
+
+def _cost(event: tuple[int, str, bytes, float]) -> int:
+    return len(event[2]) + EVENT_OVERHEAD
 
 
 @final
@@ -83,6 +97,7 @@ class MemoryEventStore:
         if buffer is None:
             buffer = events.streams[stream] = deque()
         buffer.append((events.sequence, event_id, data, now))
+        events.cost += len(data) + EVENT_OVERHEAD
         key = (session_id, stream)
         size = self._bytes.get(key, 0) + len(data)
         limits = self.limits
@@ -91,9 +106,22 @@ class MemoryEventStore:
             or size > limits.max_bytes
             or now - buffer[0][3] > limits.max_age_s
         ):
-            size -= len(buffer.popleft()[2])
+            dropped = buffer.popleft()
+            size -= len(dropped[2])
+            events.cost -= _cost(dropped)
         self._bytes[key] = size
+        if events.cost > limits.max_session_bytes:
+            self._shed(session_id, events, keep=stream)
         return event_id
+
+    def _shed(self, session_id: str, events: _SessionEvents, keep: int) -> None:
+        """Drop whole streams, oldest first (never `keep`), until the session fits."""
+        for stream in list(events.streams):
+            if events.cost <= self.limits.max_session_bytes:
+                return
+            if stream != keep:
+                events.cost -= sum(map(_cost, events.streams.pop(stream)))
+                self._bytes.pop((session_id, stream), None)
 
     async def replay(
         self, session_id: str, last_event_id: str, now: float
@@ -126,7 +154,9 @@ class MemoryEventStore:
             for stream, buffer in list(events.streams.items()):
                 key = (session_id, stream)
                 while buffer and now - buffer[0][3] > max_age:
-                    self._bytes[key] -= len(buffer.popleft()[2])
+                    dropped = buffer.popleft()
+                    self._bytes[key] -= len(dropped[2])
+                    events.cost -= _cost(dropped)
                 if not buffer:
                     del events.streams[stream]
                     self._bytes.pop(key, None)

@@ -8,7 +8,7 @@ import trio
 from _support import EventReader, connect, initialize_body, mcp_post
 
 from trio_mcp import Context, Server
-from trio_mcp._events import EventLimits, MemoryEventStore
+from trio_mcp._events import EVENT_OVERHEAD, EventLimits, MemoryEventStore
 
 
 async def open_session(port: int, capabilities: dict | None = None) -> str:
@@ -331,6 +331,34 @@ async def test_event_buffers_are_bounded_by_count_bytes_and_age() -> None:
     await store.append("s", 3, b"new", now=100)  # age bound drops "old" on append
     found = await store.replay("s", old, now=100)
     assert found is not None and [e.data for e in found[1]] == [b"new"]
+
+
+async def test_a_session_keeps_its_newest_streams_within_its_memory_bound() -> None:
+    """Every SSE answer opens a stream: a busy session must not keep them all."""
+    per_stream = 3 * (10 + EVENT_OVERHEAD)  # three 10-byte events
+    store = MemoryEventStore(EventLimits(max_session_bytes=4 * per_stream))
+    firsts = []
+    for stream in range(1, 11):
+        firsts.append(await store.append("s", stream, b"0123456789", now=0))
+        await store.append("s", stream, b"0123456789", now=0)
+        await store.append("s", stream, b"0123456789", now=0)
+    kept = [await store.replay("s", first, now=0) for first in firsts]
+    # the four newest streams keep their two events after the first; older ones are gone
+    assert [len(found[1]) for found in kept if found is not None] == [0] * 6 + [2] * 4
+    assert store.buffered_bytes() == 4 * 30
+    other = await store.append("t", 1, b"x", now=0)  # other sessions have their own bound
+    assert await store.replay("t", other, now=0) == (1, [])
+
+
+async def test_the_stream_being_written_is_never_shed() -> None:
+    store = MemoryEventStore(EventLimits(max_session_bytes=200, max_bytes=10_000))
+    await store.append("s", 1, b"a" * 50, now=0)
+    first = await store.append("s", 2, b"b" * 50, now=0)
+    for _ in range(3):  # stream 2 alone is over the session bound now
+        await store.append("s", 2, b"b" * 50, now=0)
+    found = await store.replay("s", first, now=0)
+    assert found is not None and len(found[1]) == 3  # stream 2 kept whole, stream 1 shed
+    assert store.buffered_bytes() == 200
 
 
 async def test_replay_is_per_stream_and_in_order() -> None:

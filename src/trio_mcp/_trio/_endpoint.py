@@ -230,7 +230,10 @@ class MCPEndpoint:
         #: Where the events of session streams wait for a client that resumes.
         self.events: EventStore = MemoryEventStore(
             EventLimits(
-                config.event_buffer_events, config.event_buffer_bytes, config.event_buffer_age_s
+                config.event_buffer_events,
+                config.event_buffer_bytes,
+                config.event_buffer_age_s,
+                config.event_buffer_session_bytes,
             )
         )
         self._broadcasts: trio.MemorySendChannel[Any] | None = None
