@@ -115,13 +115,18 @@ class MemoryEventStore:
         return event_id
 
     def _shed(self, session_id: str, events: _SessionEvents, keep: int) -> None:
-        """Drop whole streams, oldest first (never `keep`), until the session fits."""
-        for stream in list(events.streams):
-            if events.cost <= self.limits.max_session_bytes:
-                return
-            if stream != keep:
-                events.cost -= sum(map(_cost, events.streams.pop(stream)))
-                self._bytes.pop((session_id, stream), None)
+        """Drop whole streams until the session fits: the oldest first, the GET
+        stream (0) last, never `keep` (the stream being written)."""
+        streams = events.streams
+        limit = self.limits.max_session_bytes
+        while events.cost > limit:
+            victim = next((n for n in streams if n != keep and n != 0), None)
+            if victim is None:
+                if keep == 0 or 0 not in streams:
+                    return
+                victim = 0
+            events.cost -= sum(map(_cost, streams.pop(victim)))
+            self._bytes.pop((session_id, victim), None)
 
     async def replay(
         self, session_id: str, last_event_id: str, now: float

@@ -361,6 +361,16 @@ async def test_the_stream_being_written_is_never_shed() -> None:
     assert store.buffered_bytes() == 200
 
 
+async def test_the_get_stream_is_shed_after_every_post_stream() -> None:
+    store = MemoryEventStore(EventLimits(max_session_bytes=3 * (10 + EVENT_OVERHEAD)))
+    get_first = await store.append("s", 0, b"0123456789", now=0)
+    await store.append("s", 0, b"0123456789", now=0)
+    for stream in range(1, 6):  # POST streams come and go after the GET stream opened
+        await store.append("s", stream, b"0123456789", now=0)
+    found = await store.replay("s", get_first, now=0)
+    assert found is not None and [e.data for e in found[1]] == [b"0123456789"]
+
+
 async def test_replay_is_per_stream_and_in_order() -> None:
     store = MemoryEventStore()
     a1 = await store.append("s", 1, b"a1", now=0)
