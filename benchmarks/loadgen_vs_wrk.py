@@ -36,11 +36,10 @@ load generators pinned to CPU 1, one process/thread each. Every request is a
    send; bench: from the intended send, corrected for coordinated omission)
    measure the same thing, so a gap would be the generator's own lateness.
 
-The machine is shared: wall-clock latency is noisy (p99 most of all), CPU per
-request much less so. Results of 2026-11-29 (5 rounds; another process used
-CPU 1 during rounds 1 to 3): CPU per 10,000 requests wrk 0.171 s, trio-mcp
-bench 0.293 s (1.71x); open loop p50 0.161 vs 0.169 ms (1.05); p99 1.305 vs
-0.773 ms (0.59; 0.437 vs 0.459 ms in the quietest round). ``--json`` (default ``benchmarks/results/loadgen-vs-wrk.json``)
+Wall-clock latency is noisy on a shared machine (p99 most of all), CPU per
+request much less so. Results of 2026-11-29 on a quiet machine (5 rounds):
+CPU per 10,000 requests wrk 0.140 s, trio-mcp bench 0.263 s (1.88x); open
+loop p50 0.111 vs 0.097 ms (0.87), p99 0.259 vs 0.267 ms (1.03). ``--json`` (default ``benchmarks/results/loadgen-vs-wrk.json``)
 records every run, the commands and the machine.
 """
 
