@@ -26,7 +26,7 @@ def bench_exit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str
         (["--args", "{nope"], "--args is not valid JSON"),
         (["--args", "[1, 2]"], "--args must be a JSON object"),
         (["--scenario", "initialize", "--protocol", "2026-07-28"], "needs sessions"),
-        (["--scenario", "idle-streams", "--protocol", "2026-07-28"], "needs sessions"),
+        (["--scenario", "idle-sessions", "--protocol", "2026-07-28"], "needs sessions"),
         (["--scenario", "idle-sessions", "--requests", "5"], "no --requests"),
         (["--scenario", "idle-sessions", "--rate", "5"], "--rate does not apply"),
         (["--connections", "0"], "--connections must be at least 1"),

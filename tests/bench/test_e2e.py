@@ -116,12 +116,19 @@ async def test_open_loop_keeps_the_rate(start_mcp, tmp_path: Path) -> None:
     assert report["series"] and report["series"][0]["ok"] > 150
 
 
-@pytest.mark.parametrize("scenario", ["idle-sessions", "idle-streams"])
-async def test_idle_scenarios(start_mcp, tmp_path: Path, scenario: str) -> None:
+@pytest.mark.parametrize(
+    ("scenario", "protocol"),
+    [
+        ("idle-sessions", "2025-11-25"),
+        ("idle-streams", "2025-11-25"),  # GET streams of sessions
+        ("idle-streams", "2026-07-28"),  # subscriptions/listen streams
+    ],
+)
+async def test_idle_scenarios(start_mcp, tmp_path: Path, scenario: str, protocol: str) -> None:
     url = await url_of(start_mcp)
     code, report, _ = await bench(
         tmp_path, url, "--scenario", scenario, "--count", "50", "--connections", "8",
-        "--duration", "1", "--workers", "1",
+        "--duration", "1", "--workers", "1", "--protocol", protocol,
     )  # fmt: skip
     assert report["errors"] == {}
     assert code == 0

@@ -125,7 +125,7 @@ def config_from_args(args: argparse.Namespace) -> BenchConfig:
     """Check the parsed options; UsageError names the first problem."""
     scenario: str = args.scenario
     protocol: str = args.protocol
-    if scenario in ("initialize", *IDLE) and is_modern(protocol):
+    if scenario in ("initialize", "idle-sessions") and is_modern(protocol):
         raise UsageError(
             f"--scenario {scenario} needs sessions, which protocol {protocol} does not have; "
             f"use --protocol {LEGACY_PROTOCOLS[-1]}"

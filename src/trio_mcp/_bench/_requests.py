@@ -107,6 +107,27 @@ class RequestFactory:
             headers.append((b"MCP-Protocol-Version", version.encode()))
         return self._head(b"GET", headers, None)
 
+    def listen(self) -> bytes:
+        """2026-07-28 subscriptions/listen for tools/list changes: a long-lived stream."""
+        body = orjson.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "subscriptions/listen",
+                "params": {
+                    "_meta": {META_VERSION: self.protocol, META_CAPABILITIES: {}},
+                    "notifications": {"toolsListChanged": True},
+                },
+            }
+        )
+        headers = [
+            (b"Accept", ACCEPT),
+            (b"Content-Type", b"application/json"),
+            (b"MCP-Protocol-Version", self.protocol.encode()),
+            (b"Mcp-Method", b"subscriptions/listen"),
+        ]
+        return self.post(body, headers)
+
     def call_parts(
         self, session: bytes | None, version: str, *, progress: bool
     ) -> tuple[bytes, ...]:

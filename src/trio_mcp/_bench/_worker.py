@@ -15,7 +15,8 @@ and ``sse`` are one tools/call; ``initialize`` is initialize,
 notifications/initialized and DELETE. Before its first operation a connection
 runs its setup steps (a 2025 session: initialize + notifications/initialized).
 The idle scenarios only run setup (and, for ``idle-streams``, open a GET
-stream), then hold the connection.
+stream, or on 2026-07-28 a subscriptions/listen stream), then hold the
+connection.
 """
 
 from __future__ import annotations
@@ -520,6 +521,8 @@ class Worker:
             data = factory.initialized(conn.session, conn.version)
         elif step == DELETE:
             data = factory.delete(conn.session, conn.version)
+        elif self.modern:  # no session, no GET stream: a subscriptions/listen stream
+            data = factory.listen()
         else:
             data = factory.get_stream(conn.session, conn.version)
         self.send(conn, data, now)
