@@ -117,7 +117,9 @@ class MCPConfig:
         allowed_hosts: Host names (without port) the server answers to; empty
             means loopback names only when bound to loopback, else any.
         keepalive_s: SSE comment keepalives on an idle GET stream this often;
-            a dead socket is found when one fails.
+            a client that closes its end is noticed at once (an idle stream's
+            socket is watched), one that vanishes without closing when a
+            keepalive fails.
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds

@@ -134,6 +134,27 @@ async def test_keepalives_and_a_dead_socket_frees_the_slot(start_mcp) -> None:
             await trio.sleep(0.05)
 
 
+async def test_a_client_closing_its_get_stream_frees_the_slot_at_once(start_mcp) -> None:
+    """The server watches an idle stream's socket: no keepalive (15 s) is needed
+    to notice the close, so a new GET stream of the session is accepted at once."""
+    server = await start_mcp()  # keepalive_s: the default 15 s
+    port = server.ports[0]
+    session = await open_session(port)
+    with trio.fail_after(5):
+        async with await connect(port) as c1:
+            await EventReader(c1).head(get_request(session))
+        attempts = 0
+        while True:
+            attempts += 1
+            async with await connect(port) as c2:
+                head = await EventReader(c2).head(get_request(session))
+                if head.status_code == 200:
+                    break
+                assert head.status_code == 409
+            await trio.sleep(0.01)
+    assert attempts < 100
+
+
 async def test_delete_closes_the_get_stream(mcp_port: int) -> None:
     session = await open_session(mcp_port)
     async with await connect(mcp_port) as c1, await connect(mcp_port) as c2:

@@ -48,6 +48,11 @@ class Writer:
     def wire(self) -> bytes:
         return b"".join(self.direct) + b"".join(self.awaited)
 
+    def peer_watch(self) -> object:
+        return self.watch
+
+    watch: object = None  # the transport cannot watch the peer unless a test sets one
+
 
 async def test_frames_go_straight_to_the_socket_once_the_pump_runs(nursery) -> None:
     outbox, writer = Outbox(), Writer()
@@ -151,3 +156,42 @@ async def test_send_waits_for_room_instead_of_closing(nursery) -> None:
     await trio.testing.wait_all_tasks_blocked()
     assert results == [True] * 6
     assert writer.wire() == b"012345"
+
+
+async def test_a_client_that_closes_its_end_while_idle_ends_the_pump(autojump_clock) -> None:
+    outbox, writer = Outbox(), Writer()
+    closed = trio.Event()
+
+    async def wait_peer() -> bool:
+        await closed.wait()
+        return True
+
+    writer.watch = wait_peer
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outbox.pump, writer, 15.0)
+        await trio.sleep(1)
+        assert outbox.offer(b"event")  # still idle, still watching
+        closed.set()
+        with trio.fail_after(1):  # long before the first keepalive
+            while not outbox.closed:
+                await trio.sleep(0.01)
+    assert writer.broken
+    assert writer.awaited == []  # no keepalive was written
+
+
+async def test_bytes_from_the_client_stop_the_watch_not_the_stream(autojump_clock) -> None:
+    outbox, writer = Outbox(), Writer()
+    watches = 0
+
+    async def wait_peer() -> bool:
+        nonlocal watches
+        watches += 1
+        return False  # the client sent something
+
+    writer.watch = wait_peer
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outbox.pump, writer, 15.0)
+        await trio.sleep(16)
+        assert writer.awaited == [KEEPALIVE]  # the stream goes on
+        outbox.close()
+    assert watches == 1

@@ -525,6 +525,13 @@ class ResponseWriter:
             return None
         return data[sent:] if sent < len(data) else b""
 
+    def peer_watch(self) -> Callable[[], Awaitable[bool]] | None:
+        """For an idle stream: an awaitable that returns when the client sends
+        more bytes (False) or closes its end (True); None for a transport
+        that cannot watch."""
+        watch: Callable[[], Awaitable[bool]] | None = getattr(self._stream, "wait_peer", None)
+        return watch
+
     async def send_framed(self, data: bytes) -> None:
         """Send the rest that `send_nowait` returned."""
         await self._write(data)

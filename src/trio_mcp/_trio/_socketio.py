@@ -140,6 +140,19 @@ class SocketIO:
         self._sent = True
         return sent
 
+    async def wait_peer(self) -> bool:
+        """Wait until the peer sends more bytes (False; they stay unread) or
+        closes its end or resets (True)."""
+        sock = self.sock
+        while True:
+            await wait_readable(sock)
+            try:
+                return not sock.recv(1, socket.MSG_PEEK)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return True
+
     async def send_eof(self) -> None:
         """Half-close: the peer reads end-of-stream after what was sent."""
         if self._closed:

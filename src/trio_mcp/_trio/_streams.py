@@ -49,6 +49,9 @@ class Outbox:
     keepalives when the stream is idle. A stream whose client falls `limit`
     frames behind is closed: it must resume (or listen) again.
 
+    While idle, `pump` watches the socket, so a client that closes its end is
+    let go of at once rather than at the next keepalive.
+
     `close` ends the stream after what is queued; `pump` then returns.
     """
 
@@ -56,7 +59,7 @@ class Outbox:
         "_writer",
         "_queue",
         "_rest",
-        "_ready",
+        "_idle",
         "_space",
         "_busy",
         "_last_direct",
@@ -68,12 +71,16 @@ class Outbox:
         self._writer: Any = None
         self._queue: deque[bytes] = deque()
         self._rest = b""  # the framed tail of a frame the socket took only part of
-        self._ready = ParkingLot()  # the stream's task, waiting for frames
+        self._idle: trio.CancelScope | None = None  # the pump's wait, while idle
         self._space = ParkingLot()  # senders waiting for room in the queue
         self._busy = True  # until pump runs, everything queues
         self._last_direct = -math.inf  # when offer last wrote (the pump did not see it)
         self.closed = False
         self.limit = limit
+
+    def _wake(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
 
     def offer(self, frame: bytes, now: float | None = None) -> bool:
         """Send or queue `frame` without waiting; False when the stream is closed
@@ -91,13 +98,13 @@ class Outbox:
                 return True
             self._rest = rest
             self._busy = True
-            self._ready.unpark()
+            self._wake()
             return True
         if len(self._queue) >= self.limit:
             self.close()  # too slow
             return False
         self._queue.append(frame)
-        self._ready.unpark()
+        self._wake()
         return True
 
     async def send(self, frame: bytes) -> bool:
@@ -108,7 +115,7 @@ class Outbox:
 
     def close(self) -> None:
         self.closed = True
-        self._ready.unpark_all()
+        self._wake()
         self._space.unpark_all()
 
     async def pump(self, writer: Any, keepalive_s: float) -> None:
@@ -116,6 +123,8 @@ class Outbox:
         closed and flushed, or the client is gone. Run by the stream's task."""
         self._writer = writer
         queue = self._queue
+        # the socket's "readable": the client closed (or, rarely, sent more)
+        watch = writer.peer_watch()
         while not writer.broken:
             if self._rest:
                 rest, self._rest = self._rest, b""
@@ -130,17 +139,25 @@ class Outbox:
             else:
                 self._busy = False
                 idle_since = trio.current_time()
-                while True:
+                while not (self._busy or queue or self.closed):
                     # idle means: neither we nor a direct offer wrote for keepalive_s
                     due = max(idle_since, self._last_direct) + keepalive_s
-                    with trio.move_on_at(due) as idle:
-                        await self._ready.park()
-                    if not idle.cancelled_caught or self._busy:
-                        break  # something to write
+                    with trio.CancelScope(deadline=due) as self._idle:
+                        if watch is None:
+                            await trio.sleep_forever()
+                        elif await watch():
+                            writer.broken = True  # the client closed its end
+                            break
+                        else:
+                            watch = None  # it sent bytes: leave them for later
+                    self._idle = None
+                    if self._busy or queue or self.closed:
+                        break
                     if trio.current_time() >= max(idle_since, self._last_direct) + keepalive_s:
                         self._busy = True
                         await writer.send(KEEPALIVE)  # a dead socket shows up here
                         break
+                self._idle = None
         self.close()
 
 
