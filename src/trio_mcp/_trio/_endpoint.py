@@ -612,6 +612,7 @@ class MCPEndpoint:
         inner = dumps({k: v for k, v in params.items() if k != "_meta"})[1:-1]
         if inner:
             head += inner + b","
+        now = self._now()
         for listener in list(self._listeners):
             if uri is not None:
                 if uri not in listener.honored.get("resourceSubscriptions", ()):
@@ -619,7 +620,7 @@ class MCPEndpoint:
             elif not listener.honored.get(flag):
                 continue
             frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
-            if not listener.outbox.offer(frame):
+            if not listener.outbox.offer(frame, now):
                 self._listeners.discard(listener)  # too slow: the client must listen again
 
     def _decorate(self, method: str, result: dict[str, Any]) -> None:
