@@ -310,8 +310,8 @@ class EpollReader:
     the client, not the server, decided when the last event arrived. Here a
     delivered event costs one ``recv`` in a loop over ready descriptors.
     `on_data(index, data, now)` runs in the reader thread; it returns False
-    when that stream has ended. `ended(index)` is called for each stream that
-    ended by itself, on the trio side.
+    when that stream has ended, and the trio.Event that `add` returned for it
+    is then set (through the trio token).
     """
 
     def __init__(self, on_data: Callable[[int, bytes, float], bool]) -> None:

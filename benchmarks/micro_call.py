@@ -29,7 +29,9 @@ import trio
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-if not (ROOT / "src" / "trio_mcp").is_dir() or "trio_mcp" not in sys.modules:
+try:
+    import trio_mcp  # noqa: F401
+except ImportError:
     sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(HERE))

@@ -814,10 +814,7 @@ class MCPEndpoint:
         try:
             priming = b""
             if number == 0 and not backlog and session.protocol_version >= "2025-11-25":
-                event_id = await self.events.append(session.id, 0, b"", trio.current_time())
-                priming = format_event(
-                    b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms
-                )
+                priming = await self.priming_event(session, 0)
             await writer.start(200, SSE_HEADERS + cors, priming)
             for event in backlog:
                 await writer.send(
@@ -976,7 +973,6 @@ class MCPEndpoint:
             logger.warning("notification backlog full: dropped %s", method)
 
     async def _broadcaster(self, receive: trio.MemoryReceiveChannel[Any]) -> None:
-        events = self.events
         async for method, params, uri in receive:
             self._deliver_to_listeners(method, params, uri)
             data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
@@ -992,27 +988,31 @@ class MCPEndpoint:
                     and LOG_LEVELS[params["level"]] < LOG_LEVELS[threshold]
                 ):
                     continue
-                # publish(), with one clock reading per broadcast and no frame
-                # for a session whose GET stream is not open
-                event_id = await events.append(session.id, 0, data, now)
-                outbox = session.get_stream
-                if outbox is not None:
-                    frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
-                    if not outbox.offer(frame, now):
-                        session.get_stream = None
+                await self.publish(session, 0, data, now)  # one clock reading per broadcast
 
-    async def publish(self, session: Session, number: int, data: bytes) -> bytes:
+    async def publish(
+        self, session: Session, number: int, data: bytes, now: float | None = None
+    ) -> bytes:
         """Store `data` as the next event of stream `number`; returns its SSE frame.
 
         For the GET stream (0) the frame also goes to the attached client, if
-        any; one that cannot keep up is detached and must resume.
+        any; one that cannot keep up is detached and must resume. `now`, when
+        the caller knows it, saves reading the clock.
         """
-        event_id = await self.events.append(session.id, number, data, trio.current_time())
+        if now is None:
+            now = self._now()
+        event_id = await self.events.append(session.id, number, data, now)
         frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
         outbox = session.get_stream
-        if number == 0 and outbox is not None and not outbox.offer(frame):
+        if number == 0 and outbox is not None and not outbox.offer(frame, now):
             session.get_stream = None
         return frame
+
+    async def priming_event(self, session: Session, number: int) -> bytes:
+        """SEP-1699: an event with an id (and the retry hint) and no data, so a
+        client can resume stream `number` even before its first real event."""
+        event_id = await self.events.append(session.id, number, b"", self._now())
+        return format_event(b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms)
 
     async def _answer(
         self,

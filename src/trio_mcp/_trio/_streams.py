@@ -252,17 +252,9 @@ class PostStream:
         session.next_stream += 1
         self.number = session.next_stream
         session.live_streams[self.number] = self
-        return await self._priming() if self._version >= "2025-11-25" else b""
-
-    async def _priming(self) -> bytes:
-        # SEP-1699: an id (and the retry hint) before anything else, so a
-        # client can resume even if the connection drops before the first event.
-        assert self._session is not None
-        endpoint = self._endpoint
-        event_id = await endpoint.events.append(
-            self._session.id, self.number, b"", trio.current_time()
-        )
-        return format_event(b"", event_id=event_id.encode(), retry_ms=endpoint.config.sse_retry_ms)
+        if self._version < "2025-11-25":
+            return b""
+        return await self._endpoint.priming_event(session, self.number)
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -279,11 +271,12 @@ class PostStream:
     async def close_connection(self) -> None:
         """End this POST's HTTP response now; later events wait for a resuming GET."""
         writer = self._writer
-        if self._session is None or writer.broken or self._endpoint.config.json_response_only:
+        session = self._session
+        if session is None or writer.broken or self._endpoint.config.json_response_only:
             return
         if not writer.started:
             await writer.start(200, SSE_HEADERS + self._cors, await self._begin())
-        await writer.send(await self._priming())
+        await writer.send(await self._endpoint.priming_event(session, self.number))
         await writer.end_and_close()
 
     def finish(self) -> None:
