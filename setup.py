@@ -16,7 +16,24 @@ NO_EXTENSIONS = bool(os.environ.get("TRIO_MCP_NO_EXTENSIONS")) or (
 )
 CYTHON_TRACE = bool(os.environ.get("TRIO_MCP_CYTHON_TRACE"))
 DEBUG_BUILD = bool(os.environ.get("TRIO_MCP_DEBUG_BUILD"))
+# Leaf functions over buffers, hand-written in ext/ (each with a _name_py.py twin).
 MODULES = ["_httphead", "_headers", "_sentinel", "_sse"]
+# The request path, compiled from its unchanged .py source (which stays its own
+# twin); trio_mcp/_speedups.py lists the same modules and picks at import.
+SOURCE_MODULES = [
+    "_http11",
+    "_jsonrpc",
+    "_modern",
+    "_sessions",
+    "_events",
+    "_streamable",
+    "_app",
+    "_trio._socketio",
+    "_trio._server",
+    "_trio._streams",
+    "_trio._dispatch",
+    "_trio._endpoint",
+]
 
 
 class cythonizing_build_ext(build_ext):
@@ -24,15 +41,23 @@ class cythonizing_build_ext(build_ext):
         if self.distribution.ext_modules and not getattr(self, "_cythonized", False):
             from Cython.Build import cythonize
 
+            directives = {
+                "language_level": 3,
+                "embedsignature": True,
+                "freethreading_compatible": True,
+                "linetrace": CYTHON_TRACE,
+            }
+            leaves = [e for e in self.distribution.ext_modules if e.sources[0].endswith(".pyx")]
+            sources = [e for e in self.distribution.ext_modules if e not in leaves]
             self.distribution.ext_modules[:] = cythonize(
-                self.distribution.ext_modules,
-                include_path=["ext"],
-                compiler_directives={
-                    "language_level": 3,
-                    "embedsignature": True,
-                    "freethreading_compatible": True,
-                    "linetrace": CYTHON_TRACE,
-                },
+                leaves, include_path=["ext"], compiler_directives=directives
+            ) + cythonize(
+                sources,
+                # the generated C stays out of src/
+                build_dir="build/cython",
+                # Annotations stay hints, as in CPython: the .py is the twin, and
+                # typed arguments would reject values the pure module accepts.
+                compiler_directives={**directives, "annotation_typing": False},
             )
             self._cythonized = True
         super().finalize_options()
@@ -44,14 +69,16 @@ def _extensions() -> list[Extension]:
         cflags: list[str] = []
     else:
         cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG_BUILD else ["-O2"]
+    sources = {name: f"ext/trio_mcp/{name}.pyx" for name in MODULES}
+    sources |= {name: f"src/trio_mcp/{name.replace('.', '/')}.py" for name in SOURCE_MODULES}
     return [
         Extension(
             f"trio_mcp.{name}",
-            [f"ext/trio_mcp/{name}.pyx"],
+            [source],
             define_macros=macros,
             extra_compile_args=cflags,
         )
-        for name in MODULES
+        for name, source in sources.items()
     ]
 
 

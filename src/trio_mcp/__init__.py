@@ -3,6 +3,9 @@
 The public names live here; every module behind them is private.
 """
 
+# First: it decides which files the compiled request path loads from.
+from . import _speedups  # noqa: F401  # isort: skip
+
 from ._app import Authorizer as Authorizer
 from ._app import Context as Context
 from ._app import Server as Server

@@ -5,14 +5,28 @@
   ``TRIO_MCP_REQUIRE_EXTENSIONS=1`` turns that into an ImportError instead of
   a quiet fallback (CI and the wheel tests set it).
 
-Everything that calls a hot-path function imports it from here. The twins
-(``_name_py.py``) define the behaviour; the compiled modules must match them.
+There are two kinds of compiled module:
+
+- the leaf functions over buffers, hand-written in ``ext/*.pyx``; their twins
+  (``_name_py.py``) define the behaviour and the compiled modules must match
+  them. Everything that calls one imports it from here;
+- the request path (`SOURCE_COMPILED_MODULES`), compiled by Cython from its own
+  ``.py`` source without any change: the ``.py`` is the twin, so the two cannot
+  differ in behaviour. Python would always import the extension module over a
+  ``.py`` of the same name, so a finder installed here (``trio_mcp/__init__.py``
+  imports this module first) loads the one chosen: the compiled modules, all
+  of them, or else the sources, all of them.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import sys
+from collections.abc import Sequence
+from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -23,6 +37,103 @@ REQUIRE_EXTENSIONS = bool(os.environ.get("TRIO_MCP_REQUIRE_EXTENSIONS"))
 
 #: The names of the compiled modules; each has a twin named ``<name>_py``.
 COMPILED_MODULES = ("_httphead", "_headers", "_sentinel", "_sse")
+
+#: The request path, compiled from the unchanged ``.py`` (setup.py lists the same).
+SOURCE_COMPILED_MODULES = (
+    "_http11",
+    "_jsonrpc",
+    "_modern",
+    "_sessions",
+    "_events",
+    "_streamable",
+    "_app",
+    "_trio._socketio",
+    "_trio._server",
+    "_trio._streams",
+    "_trio._dispatch",
+    "_trio._endpoint",
+)
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def choose_request_path(
+    package_dir: str,
+    names: Sequence[str],
+    *,
+    no_extensions: bool,
+    require: bool,
+    in_checkout: bool,
+) -> tuple[dict[str, str], bool]:
+    """The file to load for each module of the request path, and whether they
+    are the compiled ones.
+
+    All compiled or all source: the compiled modules when every one is built
+    (and, in a source checkout, none is older than its ``.py``, so an edit is
+    never hidden by a stale build); otherwise the sources, or an ImportError
+    when `require` is set.
+    """
+    bases = {name: os.path.join(package_dir, *name.split(".")) for name in names}
+    sources = {name: base + ".py" for name, base in bases.items()}
+    if no_extensions:
+        return sources, False
+    compiled: dict[str, str] = {}
+    problems: list[str] = []
+    for name, base in bases.items():
+        found = next(
+            (
+                base + suffix
+                for suffix in importlib.machinery.EXTENSION_SUFFIXES
+                if os.path.exists(base + suffix)
+            ),
+            None,
+        )
+        if found is None:
+            problems.append(f"{name} is not built")
+        elif in_checkout and os.path.getmtime(sources[name]) > os.path.getmtime(found):
+            problems.append(f"{found} is older than {sources[name]}")
+        else:
+            compiled[name] = found
+    if not problems:
+        return compiled, True
+    if require:
+        raise ImportError(
+            "the compiled request path is not usable ("
+            + "; ".join(problems)
+            + "); rebuild it with `python setup.py build_ext --inplace`"
+        )
+    return sources, False
+
+
+class _RequestPathFinder(importlib.abc.MetaPathFinder):
+    """Loads the chosen file for each module of the request path."""
+
+    def __init__(self, locations: dict[str, str]) -> None:
+        self.locations = locations
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> ModuleSpec | None:
+        location = self.locations.get(fullname)
+        if location is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, location)
+
+
+_locations, REQUEST_PATH_COMPILED = choose_request_path(
+    _PACKAGE_DIR,
+    SOURCE_COMPILED_MODULES,
+    no_extensions=NO_EXTENSIONS,
+    require=REQUIRE_EXTENSIONS,
+    # a src/ checkout (setup.py two levels up), where .py files are edited
+    in_checkout=os.path.exists(os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "setup.py")),
+)
+sys.meta_path.insert(
+    0, _RequestPathFinder({f"{__package__}.{name}": path for name, path in _locations.items()})
+)
 
 if TYPE_CHECKING or NO_EXTENSIONS:
     from . import _headers_py as _headers
@@ -45,6 +156,9 @@ else:
         from . import _sse_py as _sse
 
         USING_EXTENSIONS = False
+
+#: Every compiled module is in use: the leaf functions and the request path.
+USING_EXTENSIONS = USING_EXTENSIONS and REQUEST_PATH_COMPILED
 
 find_head_end = _httphead.find_head_end
 parse_head = _httphead.parse_head

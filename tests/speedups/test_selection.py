@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.machinery
 import os
+import sys
+from pathlib import Path
+
+import pytest
 
 import trio_mcp
 from trio_mcp import _speedups
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
 def test_compiled_modules_are_really_used_when_required() -> None:
@@ -21,6 +30,105 @@ def test_compiled_modules_are_really_used_when_required() -> None:
         assert all(f.endswith("_py.py") for f in compiled), compiled
     assert trio_mcp.USING_EXTENSIONS is _speedups.USING_EXTENSIONS
     assert trio_mcp.HTTPServer.__init__ is not None
+
+
+def test_request_path_is_loaded_from_the_chosen_files() -> None:
+    # Every module of the request path is imported by trio_mcp/__init__.py.
+    files = {
+        name: sys.modules[f"trio_mcp.{name}"].__file__ or ""
+        for name in _speedups.SOURCE_COMPILED_MODULES
+    }
+    if _speedups.REQUIRE_EXTENSIONS and not _speedups.NO_EXTENSIONS:
+        assert _speedups.REQUEST_PATH_COMPILED
+    if _speedups.REQUEST_PATH_COMPILED:
+        assert all(f.endswith((".so", ".pyd")) for f in files.values()), files
+    else:
+        assert all(f.endswith(".py") for f in files.values()), files
+
+
+def test_no_other_module_is_compiled() -> None:
+    # An extension module that the selector does not know of would shadow its
+    # .py even under TRIO_MCP_NO_EXTENSIONS=1.
+    known = {
+        f"trio_mcp.{n}" for n in (*_speedups.COMPILED_MODULES, *_speedups.SOURCE_COMPILED_MODULES)
+    }
+    compiled = {
+        name
+        for name, module in list(sys.modules.items())
+        if name.startswith("trio_mcp.")
+        and (getattr(module, "__file__", None) or "").endswith((".so", ".pyd"))
+    }
+    assert compiled <= known, compiled - known
+    if _speedups.NO_EXTENSIONS:
+        assert not compiled, compiled
+
+
+def test_setup_py_compiles_the_modules_the_selector_knows() -> None:
+    tree = ast.parse((REPO / "setup.py").read_text())
+    lists = {
+        target.id: ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id in ("MODULES", "SOURCE_MODULES")
+    }
+    assert tuple(lists["MODULES"]) == _speedups.COMPILED_MODULES
+    assert tuple(lists["SOURCE_MODULES"]) == _speedups.SOURCE_COMPILED_MODULES
+
+
+def _tree(tmp_path: Path, built: dict[str, int]) -> Path:
+    """A package folder with modules a and sub.b; `built` maps a module to the
+    age of its extension relative to its source (seconds, positive = newer)."""
+    (tmp_path / "sub").mkdir()
+    for name in ("a", "sub.b"):
+        source = tmp_path / (name.replace(".", "/") + ".py")
+        source.write_text("")
+        os.utime(source, (1_000_000, 1_000_000))
+        if name in built:
+            ext = tmp_path / (name.replace(".", "/") + EXTENSION)
+            ext.write_bytes(b"")
+            os.utime(ext, (1_000_000 + built[name],) * 2)
+    return tmp_path
+
+
+def _choose(tree: Path, **flags: bool) -> tuple[dict[str, str], bool]:
+    options = {"no_extensions": False, "require": False, "in_checkout": True, **flags}
+    return _speedups.choose_request_path(str(tree), ["a", "sub.b"], **options)
+
+
+def test_all_built_loads_the_extensions(tmp_path: Path) -> None:
+    locations, compiled = _choose(_tree(tmp_path, {"a": 5, "sub.b": 5}))
+    assert compiled
+    assert locations == {
+        "a": str(tmp_path / ("a" + EXTENSION)),
+        "sub.b": str(tmp_path / "sub" / ("b" + EXTENSION)),
+    }
+
+
+def test_no_extensions_loads_the_sources_even_when_built(tmp_path: Path) -> None:
+    locations, compiled = _choose(_tree(tmp_path, {"a": 5, "sub.b": 5}), no_extensions=True)
+    assert not compiled
+    assert locations == {"a": str(tmp_path / "a.py"), "sub.b": str(tmp_path / "sub" / "b.py")}
+
+
+def test_one_missing_extension_loads_every_source(tmp_path: Path) -> None:
+    locations, compiled = _choose(_tree(tmp_path, {"a": 5}))
+    assert not compiled
+    assert locations == {"a": str(tmp_path / "a.py"), "sub.b": str(tmp_path / "sub" / "b.py")}
+    with pytest.raises(ImportError, match=r"sub\.b is not built.*build_ext --inplace"):
+        _choose(tmp_path, require=True)
+
+
+def test_stale_extension_in_a_checkout_is_not_loaded(tmp_path: Path) -> None:
+    # An edited .py must never be hidden by the extension built before the edit.
+    tree = _tree(tmp_path, {"a": 5, "sub.b": -5})
+    locations, compiled = _choose(tree)
+    assert not compiled
+    assert locations["a"] == str(tmp_path / "a.py")
+    with pytest.raises(ImportError, match="is older than"):
+        _choose(tree, require=True)
+    # An installed package is not edited; file times there say nothing.
+    assert _choose(tree, in_checkout=False)[1]
 
 
 def test_installed_package_is_the_one_tested() -> None:
