@@ -68,7 +68,7 @@ def _extensions() -> list[Extension]:
     if os.name == "nt":
         cflags: list[str] = []
     else:
-        cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG_BUILD else ["-O2"]
+        cflags = ["-O0", "-g3", "-UNDEBUG"] if DEBUG_BUILD else ["-O2", "-g0"]
     sources = {name: f"ext/trio_mcp/{name}.pyx" for name in MODULES}
     sources |= {name: f"src/trio_mcp/{name.replace('.', '/')}.py" for name in SOURCE_MODULES}
     return [
