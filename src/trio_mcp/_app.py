@@ -13,7 +13,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, final, get_args, get_origin, get_type_hints
+from typing import Any, Final, TypeVar, get_args, get_origin, get_type_hints
 
 from . import _content
 from ._errors import LocalProtocolError, MCPError
@@ -49,7 +49,6 @@ class ToolError(Exception):
     """Raise from a tool to report a failure the model should see (``isError``)."""
 
 
-@final
 class Context:
     """What a handler may know and do about the request it serves.
 

@@ -38,7 +38,6 @@ from ._speedups import check_headers, find_head_end, parse_head
 Headers = list[tuple[bytes, bytes]]
 
 
-@final
 class Request:
     """One complete request: head and body.
 
@@ -90,7 +89,6 @@ class Request:
         return f"<Request {self.method} {self.target} HTTP/1.{self.http_minor}>"
 
 
-@final
 class Response:
     """A response with its whole body in memory (sent with Content-Length).
 
@@ -202,7 +200,6 @@ def method_not_allowed(allowed: Sequence[str]) -> Response:
     )
 
 
-@final
 class HTTP11Connection:
     """The server side of one HTTP/1.1 connection, without I/O."""
 

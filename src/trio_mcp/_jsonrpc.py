@@ -12,7 +12,7 @@ a string or an integer and never null; ``params`` is an object when present.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, final
+from typing import Any, Final
 
 from ._errors import MCPError
 from ._json import JSONDecodeError, dumps, loads
@@ -32,7 +32,6 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022  # 2026-07-28
 RequestId = str | int
 
 
-@final
 class Request:
     """A JSON-RPC request: it has an id and wants exactly one response."""
 
@@ -47,7 +46,6 @@ class Request:
         return f"<Request id={self.id!r} {self.method}>"
 
 
-@final
 class Notification:
     """A JSON-RPC notification: no id, no response."""
 
@@ -61,7 +59,6 @@ class Notification:
         return f"<Notification {self.method}>"
 
 
-@final
 class Response:
     """A JSON-RPC response from the peer (to a request the server sent it)."""
 
@@ -79,7 +76,6 @@ class Response:
         return f"<Response id={self.id!r} {kind}>"
 
 
-@final
 class Invalid:
     """A batch element that is not a valid message; answered with an error.
 

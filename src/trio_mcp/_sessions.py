@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable
-from typing import Any, final
+from typing import Any
 
 
 def new_session_id() -> str:
@@ -22,7 +22,6 @@ def new_session_id() -> str:
     return secrets.token_hex(16)
 
 
-@final
 class Session:
     __slots__ = (
         "id",
@@ -82,7 +81,6 @@ class SessionsFull(Exception):
     """The session table is at its bound and nothing in it has expired."""
 
 
-@final
 class SessionTable:
     """The sessions of one process, bounded in number, expiring when idle.
 

@@ -69,8 +69,8 @@ def choose_request_path(
     are the compiled ones.
 
     All compiled or all source: the compiled modules when every one is built
-    (and, in a source checkout, none is older than its ``.py``, so an edit is
-    never hidden by a stale build); otherwise the sources, or an ImportError
+    (and, in a source checkout, none is older than its ``.py`` or ``.pxd``, so
+    an edit is never hidden by a stale build); otherwise the sources, or an ImportError
     when `require` is set.
     """
     bases = {name: os.path.join(package_dir, *name.split(".")) for name in names}
@@ -90,8 +90,8 @@ def choose_request_path(
         )
         if found is None:
             problems.append(f"{name} is not built")
-        elif in_checkout and os.path.getmtime(sources[name]) > os.path.getmtime(found):
-            problems.append(f"{found} is older than {sources[name]}")
+        elif in_checkout and (edited := _newer_source(base, found)) is not None:
+            problems.append(f"{found} is older than {edited}")
         else:
             compiled[name] = found
     if not problems:
@@ -103,6 +103,15 @@ def choose_request_path(
             + "); rebuild it with `python setup.py build_ext --inplace`"
         )
     return sources, False
+
+
+def _newer_source(base: str, compiled: str) -> str | None:
+    """The module's ``.py`` or ``.pxd`` if it was changed after `compiled` was built."""
+    built = os.path.getmtime(compiled)
+    for source in (base + ".py", base + ".pxd"):
+        if os.path.exists(source) and os.path.getmtime(source) > built:
+            return source
+    return None
 
 
 class _RequestPathFinder(importlib.abc.MetaPathFinder):

@@ -136,3 +136,14 @@ def test_installed_package_is_the_one_tested() -> None:
     expect_installed = os.environ.get("TRIO_MCP_TEST_INSTALLED") == "1"
     in_site_packages = "site-packages" in (trio_mcp.__file__ or "")
     assert in_site_packages or not expect_installed, trio_mcp.__file__
+
+
+def test_edited_pxd_makes_the_extension_stale(tmp_path: Path) -> None:
+    tree = _tree(tmp_path, {"a": 5, "sub.b": 5})
+    pxd = tree / "a.pxd"
+    pxd.write_text("")
+    os.utime(pxd, (1_000_000 + 10,) * 2)  # after the build
+    with pytest.raises(ImportError, match=r"older than .*a\.pxd"):
+        _choose(tree, require=True)
+    os.utime(pxd, (1_000_000,) * 2)  # before it
+    assert _choose(tree, require=True)[1]

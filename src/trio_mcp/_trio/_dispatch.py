@@ -38,6 +38,8 @@ logger = logging.getLogger("trio_mcp.endpoint")
 class Dispatcher:
     """Answers MCP requests from the functions registered on `app`."""
 
+    __slots__ = ("app", "methods", "_modern_methods")
+
     def __init__(self, app: Server) -> None:
         self.app = app
         #: JSON-RPC method name -> handler(params, ctx, session, version) -> result.

@@ -210,6 +210,30 @@ def _preflight_headers(request: Request) -> Headers:
 class MCPEndpoint:
     """Serves an MCP `Server` application at ``config.path`` (an HTTP handler)."""
 
+    __slots__ = (
+        "app",
+        "config",
+        "authenticate",
+        "sessions",
+        "_accept_cache",
+        "_host_verdicts",
+        "_now",
+        "_server_info_key",
+        "_server_info_value",
+        "events",
+        "_broadcasts",
+        "_listeners",
+        "_nursery",
+        "lifespan_state",
+        "_paths",
+        "_legacy_paths",
+        "_loopback",
+        "_origins",
+        "_hosts",
+        "dispatch",
+        "sealer",
+    )
+
     def __init__(
         self,
         app: Server,

@@ -94,7 +94,6 @@ class _ByteStream(Protocol):
     async def aclose(self) -> None: ...
 
 
-@final
 class _Connection:
     """Book-keeping the server needs for one connection: time limit and drain.
 
@@ -119,9 +118,20 @@ class _Connection:
             self.timer.cancel()
 
 
-@final
 class HTTPServer:
     """A running HTTP server; handed out by `serve` through ``task_status``."""
+
+    __slots__ = (
+        "handler",
+        "config",
+        "sockets",
+        "_connections",
+        "_connections_total",
+        "_requests_total",
+        "_shutdown",
+        "_dates",
+        "timeout_tick_s",
+    )
 
     def __init__(self, handler: Handler, config: ServerConfig) -> None:
         self.handler = handler
@@ -422,7 +432,6 @@ class _WriterState(enum.Enum):
     DONE = "done"
 
 
-@final
 class ResponseWriter:
     """Writes the answer of a `DeferredResponse`: one full response, or a stream.
 

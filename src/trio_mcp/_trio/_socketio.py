@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import errno
 import socket
-from typing import Final, final
+from typing import Final
 
 import trio
 from trio.lowlevel import checkpoint, notify_closing, wait_readable, wait_writable
@@ -39,7 +39,6 @@ _EAGER_PAUSE: Final = 16
 RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
 
-@final
 class SocketIO:
     """The byte stream of one accepted TCP connection (owned by one task)."""
 

@@ -1,0 +1,20 @@
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+cimport cython
+
+@cython.final
+cdef class Request:
+    cdef public object method, target, path, query, http_minor, headers, singles, body
+
+@cython.final
+cdef class Response:
+    cdef public object status, headers, body
+
+@cython.final
+cdef class HTTP11Connection:
+    cdef public object _buf, _pos, _scan_from, _line_done, _head, _content_length
+    cdef public object _continue_due, _request_keep_alive, _request_minor, _head_request
+    cdef public object _requests_left, _eof, _max_body, _max_head, _max_line
+    cdef public object _max_headers
+    cdef public object phase, must_close, draining

@@ -1,0 +1,15 @@
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+cimport cython
+
+@cython.final
+cdef class Session:
+    cdef public object id, principal, protocol_version, client_capabilities
+    cdef public object client_info, log_level, subscriptions, in_flight, pending
+    cdef public object next_request_id, get_stream, live_streams, next_stream
+    cdef public object active_requests, last_active
+
+@cython.final
+cdef class SessionTable:
+    cdef public object _sessions, max_sessions, idle_timeout_s, _new_id, _ended

@@ -1,0 +1,11 @@
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+cimport cython
+
+cdef class MCPEndpoint:
+    cdef public object app, config, authenticate, sessions, _accept_cache
+    cdef public object _host_verdicts, _now, _server_info_key, _server_info_value
+    cdef public object events, _broadcasts, _listeners, _nursery, lifespan_state
+    cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts, dispatch
+    cdef public object sealer

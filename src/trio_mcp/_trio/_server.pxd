@@ -1,0 +1,20 @@
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+cimport cython
+
+cdef class _DateCache:
+    cdef public object _second, _value
+
+@cython.final
+cdef class _Connection:
+    cdef public object http, timer, deadline, waiting_idle
+
+@cython.final
+cdef class HTTPServer:
+    cdef public object handler, config, sockets, _connections, _connections_total
+    cdef public object _requests_total, _shutdown, _dates, timeout_tick_s
+
+@cython.final
+cdef class ResponseWriter:
+    cdef public object _stream, _conn, _dates, _write_timeout, _now, state, broken

@@ -1,0 +1,8 @@
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+cimport cython
+
+@cython.final
+cdef class SocketIO:
+    cdef public object sock, _unyielded, _closed, _sent, _eager

@@ -1,0 +1,21 @@
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+cimport cython
+
+cdef class Outbox:
+    cdef public object _writer, _queue, _rest, _idle, _space, _busy, _last_direct
+    cdef public object closed, limit
+
+cdef class Listener:
+    cdef public object id, honored, outbox, meta
+
+cdef class PostStream:
+    cdef public object _endpoint, _writer, _session, _version, _cors, number
+    cdef public object _subscriber, on_broken
+
+cdef class LegacyStream:
+    cdef public object _session
+
+cdef class Waiter:
+    cdef public object done, response
