@@ -20,7 +20,7 @@ from __future__ import annotations
 import secrets
 from collections import deque
 from dataclasses import dataclass
-from typing import Final, Protocol, final
+from typing import Final, Protocol
 
 #: What one stored event costs beyond its data, counted against `max_session_bytes`.
 EVENT_OVERHEAD: Final = 128
@@ -51,6 +51,13 @@ class EventStore(Protocol):
         """Store `data` as the next event of `stream`; returns its event id."""
         ...
 
+    async def append_many(
+        self, session_ids: list[str], stream: int, data: bytes, now: float
+    ) -> list[str]:
+        """`append` for each session in turn (a broadcast); returns the event ids
+        in the same order. One call for all, so a shared store can batch them."""
+        ...
+
     async def replay(
         self, session_id: str, last_event_id: str, now: float
     ) -> tuple[int, list[StoredEvent]] | None:
@@ -64,13 +71,14 @@ class EventStore(Protocol):
 
 
 class _SessionEvents:
-    __slots__ = ("tag", "sequence", "streams", "cost")
+    __slots__ = ("tag", "sequence", "streams", "sizes", "cost")
 
     def __init__(self) -> None:
         self.tag = secrets.token_hex(4)
         self.sequence = 0
         # stream -> deque of (sequence, event id, data, time), oldest stream first
         self.streams: dict[int, deque[tuple[int, str, bytes, float]]] = {}
+        self.sizes: dict[int, int] = {}  # stream -> bytes of data in its buffer
         self.cost = 0  # data + EVENT_OVERHEAD per event, all streams
 
 
@@ -78,16 +86,25 @@ def _cost(event: tuple[int, str, bytes, float]) -> int:
     return len(event[2]) + EVENT_OVERHEAD
 
 
-@final
 class MemoryEventStore:
     """Event buffers in this process's memory (the default)."""
+
+    __slots__ = ("limits", "_sessions")
 
     def __init__(self, limits: EventLimits | None = None) -> None:
         self.limits = limits or EventLimits()
         self._sessions: dict[str, _SessionEvents] = {}
-        self._bytes: dict[tuple[str, int], int] = {}
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        return self._append(session_id, stream, data, now)
+
+    async def append_many(
+        self, session_ids: list[str], stream: int, data: bytes, now: float
+    ) -> list[str]:
+        append = self._append
+        return [append(session_id, stream, data, now) for session_id in session_ids]
+
+    def _append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
         events = self._sessions.get(session_id)
         if events is None:
             events = self._sessions[session_id] = _SessionEvents()
@@ -98,8 +115,7 @@ class MemoryEventStore:
             buffer = events.streams[stream] = deque()
         buffer.append((events.sequence, event_id, data, now))
         events.cost += len(data) + EVENT_OVERHEAD
-        key = (session_id, stream)
-        size = self._bytes.get(key, 0) + len(data)
+        size = events.sizes.get(stream, 0) + len(data)
         limits = self.limits
         while buffer and (
             len(buffer) > limits.max_events
@@ -109,12 +125,12 @@ class MemoryEventStore:
             dropped = buffer.popleft()
             size -= len(dropped[2])
             events.cost -= _cost(dropped)
-        self._bytes[key] = size
+        events.sizes[stream] = size
         if events.cost > limits.max_session_bytes:
-            self._shed(session_id, events, keep=stream)
+            self._shed(events, keep=stream)
         return event_id
 
-    def _shed(self, session_id: str, events: _SessionEvents, keep: int) -> None:
+    def _shed(self, events: _SessionEvents, keep: int) -> None:
         """Drop whole streams until the session fits: the oldest first, the GET
         stream (0) last, never `keep` (the stream being written)."""
         streams = events.streams
@@ -126,7 +142,7 @@ class MemoryEventStore:
                     return
                 victim = 0
             events.cost -= sum(map(_cost, streams.pop(victim)))
-            self._bytes.pop((session_id, victim), None)
+            events.sizes.pop(victim, None)
 
     async def replay(
         self, session_id: str, last_event_id: str, now: float
@@ -147,27 +163,23 @@ class MemoryEventStore:
         ]
 
     async def drop_session(self, session_id: str) -> None:
-        events = self._sessions.pop(session_id, None)
-        if events is not None:
-            for stream in events.streams:
-                self._bytes.pop((session_id, stream), None)
+        self._sessions.pop(session_id, None)
 
     def prune(self, now: float) -> None:
         """Drop events older than the age bound everywhere (buffers of quiet streams too)."""
         max_age = self.limits.max_age_s
-        for session_id, events in list(self._sessions.items()):
+        for events in list(self._sessions.values()):
             for stream, buffer in list(events.streams.items()):
-                key = (session_id, stream)
                 while buffer and now - buffer[0][3] > max_age:
                     dropped = buffer.popleft()
-                    self._bytes[key] -= len(dropped[2])
+                    events.sizes[stream] -= len(dropped[2])
                     events.cost -= _cost(dropped)
                 if not buffer:
                     del events.streams[stream]
-                    self._bytes.pop(key, None)
+                    del events.sizes[stream]
 
     def buffered_bytes(self) -> int:
-        return sum(self._bytes.values())
+        return sum(sum(events.sizes.values()) for events in self._sessions.values())
 
 
 def _parse(event_id: str) -> tuple[str, int, int] | None:

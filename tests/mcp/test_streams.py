@@ -408,6 +408,24 @@ async def test_replay_is_per_stream_and_in_order() -> None:
     assert await store.replay("s", a1, now=0) is None
 
 
+async def test_append_many_is_append_for_each_session_in_order() -> None:
+    """A broadcast stores one event per session in one call; each session's ids
+    and bounds are exactly as if it had been appended to alone."""
+    store = MemoryEventStore(EventLimits(max_events=2))
+    before = await store.append("a", 0, b"x", now=0)
+    ids = await store.append_many(["a", "b", "c"], 0, b"hello", now=1)
+    assert len(ids) == 3 and len(set(ids)) == 3
+    for session, event_id in zip("abc", ids, strict=True):
+        assert await store.replay(session, event_id, now=1) == (0, [])
+    found = await store.replay("a", before, now=1)
+    assert found is not None and [(e.event_id, e.data) for e in found[1]] == [(ids[0], b"hello")]
+    await store.append_many(["a", "a"], 0, b"again", now=2)  # the count bound applies to each
+    found = await store.replay("a", before, now=2)
+    assert found is not None and [e.data for e in found[1]] == [b"again", b"again"]
+    assert store.buffered_bytes() == 2 * len(b"again") + 2 * len(b"hello")
+    assert await store.append_many([], 0, b"none", now=3) == []
+
+
 async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
     app = notifying_app()
     server = await start_mcp(app, event_buffer_events=2)

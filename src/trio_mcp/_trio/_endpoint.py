@@ -142,6 +142,8 @@ def _modern_status(answer: dict[str, Any]) -> int:
 
 
 _BROADCAST_QUEUE: Final = 1024
+# sessions per event-store call when a notification goes to every session
+_BROADCAST_SLICE: Final = 512
 
 
 def _query_value(query: str, name: str) -> str | None:
@@ -1001,18 +1003,28 @@ class MCPEndpoint:
             self._deliver_to_listeners(method, params, uri)
             data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
             is_log = method == "notifications/message"
-            now = self._now()
-            for session in self.sessions.live():
-                if uri is not None and uri not in session.subscriptions:
-                    continue
-                threshold = session.log_level
-                if (
+            targets = [
+                session
+                for session in self.sessions.live()
+                if (uri is None or uri in session.subscriptions)
+                and not (
                     is_log
-                    and threshold is not None
-                    and LOG_LEVELS[params["level"]] < LOG_LEVELS[threshold]
-                ):
-                    continue
-                await self.publish(session, 0, data, now)  # one clock reading per broadcast
+                    and session.log_level is not None
+                    and LOG_LEVELS[params["level"]] < LOG_LEVELS[session.log_level]
+                )
+            ]
+            now = self._now()  # one clock reading per broadcast
+            # One store call per slice of sessions: few calls, and the first
+            # streams get the event before the last ones are stored.
+            for start in range(0, len(targets), _BROADCAST_SLICE):
+                part = targets[start : start + _BROADCAST_SLICE]
+                event_ids = await self.events.append_many([s.id for s in part], 0, data, now)
+                for session, event_id in zip(part, event_ids, strict=True):
+                    outbox = session.get_stream
+                    if outbox is not None:
+                        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
+                        if not outbox.offer(frame, now):
+                            session.get_stream = None
 
     async def publish(
         self, session: Session, number: int, data: bytes, now: float | None = None
