@@ -57,7 +57,13 @@ class cythonizing_build_ext(build_ext):
                 build_dir="build/cython",
                 # Annotations stay hints, as in CPython: the .py is the twin, and
                 # typed arguments would reject values the pure module accepts.
-                compiler_directives={**directives, "annotation_typing": False},
+                # Not yet reviewed for running without the GIL (no free-threaded
+                # wheels are built): such an interpreter re-enables the GIL.
+                compiler_directives={
+                    **directives,
+                    "annotation_typing": False,
+                    "freethreading_compatible": False,
+                },
             )
             self._cythonized = True
         super().finalize_options()
