@@ -5,8 +5,10 @@ wheel without importing Cython. A failed compile fails the build: a wheel job
 must never publish a pure wheel by accident.
 """
 
+import ast
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -16,24 +18,29 @@ NO_EXTENSIONS = bool(os.environ.get("TRIO_MCP_NO_EXTENSIONS")) or (
 )
 CYTHON_TRACE = bool(os.environ.get("TRIO_MCP_CYTHON_TRACE"))
 DEBUG_BUILD = bool(os.environ.get("TRIO_MCP_DEBUG_BUILD"))
-# Leaf functions over buffers, hand-written in ext/ (each with a _name_py.py twin).
-MODULES = ["_httphead", "_headers", "_sentinel", "_sse"]
-# The request path, compiled from its unchanged .py source (which stays its own
-# twin); trio_mcp/_speedups.py lists the same modules and picks at import.
-SOURCE_MODULES = [
-    "_http11",
-    "_jsonrpc",
-    "_modern",
-    "_sessions",
-    "_events",
-    "_streamable",
-    "_app",
-    "_trio._socketio",
-    "_trio._server",
-    "_trio._streams",
-    "_trio._dispatch",
-    "_trio._endpoint",
-]
+
+
+def _module_lists() -> tuple[list[str], list[str]]:
+    """The compiled modules as trio_mcp/_speedups.py lists them (read, not
+    imported: importing it would run its import-time choice):
+
+    - COMPILED_MODULES, leaf functions over buffers hand-written in ext/, each
+      with a _name_py.py twin;
+    - SOURCE_COMPILED_MODULES, the request path compiled from its unchanged .py
+      (which stays its own twin).
+    """
+    tree = ast.parse(Path("src/trio_mcp/_speedups.py").read_text(encoding="utf-8"))
+    lists = {
+        node.targets[0].id: list(ast.literal_eval(node.value))
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("COMPILED_MODULES", "SOURCE_COMPILED_MODULES")
+    }
+    return lists["COMPILED_MODULES"], lists["SOURCE_COMPILED_MODULES"]
+
+
+MODULES, SOURCE_MODULES = _module_lists()
 
 
 class cythonizing_build_ext(build_ext):

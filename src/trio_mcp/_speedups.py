@@ -38,7 +38,7 @@ REQUIRE_EXTENSIONS = bool(os.environ.get("TRIO_MCP_REQUIRE_EXTENSIONS"))
 #: The names of the compiled modules; each has a twin named ``<name>_py``.
 COMPILED_MODULES = ("_httphead", "_headers", "_sentinel", "_sse")
 
-#: The request path, compiled from the unchanged ``.py`` (setup.py lists the same).
+#: The request path, compiled from the unchanged ``.py`` (setup.py reads both lists here).
 SOURCE_COMPILED_MODULES = (
     "_http11",
     "_jsonrpc",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import importlib.machinery
 import os
 import sys
@@ -13,7 +12,6 @@ import pytest
 import trio_mcp
 from trio_mcp import _speedups
 
-REPO = Path(__file__).resolve().parents[2]
 EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 
@@ -61,19 +59,6 @@ def test_no_other_module_is_compiled() -> None:
     assert compiled <= known, compiled - known
     if _speedups.NO_EXTENSIONS:
         assert not compiled, compiled
-
-
-def test_setup_py_compiles_the_modules_the_selector_knows() -> None:
-    tree = ast.parse((REPO / "setup.py").read_text())
-    lists = {
-        target.id: ast.literal_eval(node.value)
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        for target in node.targets
-        if isinstance(target, ast.Name) and target.id in ("MODULES", "SOURCE_MODULES")
-    }
-    assert tuple(lists["MODULES"]) == _speedups.COMPILED_MODULES
-    assert tuple(lists["SOURCE_MODULES"]) == _speedups.SOURCE_COMPILED_MODULES
 
 
 def _tree(tmp_path: Path, built: dict[str, int]) -> Path:
