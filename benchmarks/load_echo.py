@@ -68,6 +68,22 @@ class Run:
     raw: dict[str, Any] = field(default_factory=dict)
 
 
+def run_record(r: Run) -> dict[str, Any]:
+    """One run as it is written to the results JSON."""
+    return {
+        "server": r.server,
+        "round": r.round,
+        "requests_per_s": r.requests_per_s,
+        "p50_ms": r.p50_ms,
+        "p90_ms": r.p90_ms,
+        "p99_ms": r.p99_ms,
+        "errors": r.errors,
+        "server_cpu_us_per_request": r.cpu_us_per_request,
+        "loadavg_before": r.loadavg_before,
+        "wrk": r.raw,
+    }
+
+
 # -- environment ---------------------------------------------------------------
 
 
@@ -521,21 +537,7 @@ def main(argv: list[str] | None = None) -> int:
             "commands": commands,
             "summary": summary,
             "ratios_requests_per_s": ratios,
-            "runs": [
-                {
-                    "server": r.server,
-                    "round": r.round,
-                    "requests_per_s": r.requests_per_s,
-                    "p50_ms": r.p50_ms,
-                    "p90_ms": r.p90_ms,
-                    "p99_ms": r.p99_ms,
-                    "errors": r.errors,
-                    "server_cpu_us_per_request": r.cpu_us_per_request,
-                    "loadavg_before": r.loadavg_before,
-                    "wrk": r.raw,
-                }
-                for r in runs
-            ],
+            "runs": [run_record(r) for r in runs],
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=2) + "\n")

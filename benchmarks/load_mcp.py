@@ -12,7 +12,8 @@ HTTP at ``/mcp`` in stateful session mode with JSON (not SSE) responses:
 (mcp 2.3.0 on uvicorn) for the SDK. For each server, on a free 127.0.0.1 port,
 the script opens one MCP session per wrk thread (initialize +
 notifications/initialized), checks one real tools/call per server, warms up,
-then loads it with ``wrk -t2 -c64 --latency -s benchmarks/mcp_call.lua``: every
+then loads it with ``wrk -t2 -c64 --latency -s benchmarks/suite.lua`` (its ``call`` or
+``call2026`` scenario): every
 request is a tools/call of echo("hello") on the thread's session with a fresh
 id. With taskset and two or more CPUs the server is pinned to CPU 0 and wrk to
 CPU 1. Servers alternate; with ``--rounds N`` the order repeats N times and the
@@ -48,13 +49,14 @@ from load_echo import (
     loadavg_now,
     machine_info,
     print_summary,
+    run_record,
     run_rounds,
     run_wrk,
     wrk_command,
 )
 
 HERE = Path(__file__).resolve().parent
-LUA = HERE / "mcp_call.lua"
+LUA = HERE / "suite.lua"
 MODERN = "2026-07-28"
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -163,7 +165,7 @@ def check_call(server: ServerProcess, sid: str) -> None:
         raise server.fail(f"tools/call answered an unexpected body: {data[:300]!r}") from exc
     if msg.get("id") != 7 or text != TEXT or msg["result"].get("isError"):
         raise server.fail(f"tools/call answered {data[:300]!r}, not the text {TEXT!r}")
-    if b'"text":"hello"' not in data:  # what mcp_call.lua looks for in its samples
+    if b'"text":"hello"' not in data:  # what suite.lua looks for in its samples
         raise server.fail(f'tools/call body lacks the literal "text":"hello": {data[:300]!r}')
 
 
@@ -186,7 +188,10 @@ def bench_one(
 
     def wrk(duration: int) -> list[str]:
         # fresh sessions for every wrk run, so ids never collide with leftovers
-        sessions = [open_session(server, args.era) for _ in range(args.threads)]
+        if args.era == "2026":
+            script_args = ["call2026"]
+        else:
+            script_args = ["call", *(open_session(server) for _ in range(args.threads))]
         return wrk_command(
             port,
             threads=args.threads,
@@ -194,7 +199,7 @@ def bench_one(
             duration=duration,
             pin=pin,
             lua=LUA,
-            script_args=sessions,
+            script_args=script_args,
         )
 
     try:
@@ -368,21 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             "commands": commands,
             "summary": summary,
             "ratios": ratios,
-            "runs": [
-                {
-                    "server": r.server,
-                    "round": r.round,
-                    "requests_per_s": r.requests_per_s,
-                    "p50_ms": r.p50_ms,
-                    "p90_ms": r.p90_ms,
-                    "p99_ms": r.p99_ms,
-                    "errors": r.errors,
-                    "server_cpu_us_per_request": r.cpu_us_per_request,
-                    "loadavg_before": r.loadavg_before,
-                    "wrk": r.raw,
-                }
-                for r in runs
-            ],
+            "runs": [run_record(r) for r in runs],
         }
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(doc, indent=2) + "\n")
