@@ -1,7 +1,7 @@
 """The ``trio-mcp`` command line.
 
     trio-mcp run TARGET [--host HOST] [--port PORT] [--path /mcp] [--stateless]
-                        [--json-response] [--log-level info]
+                        [--json-response] [--max-sessions 1024] [--log-level info]
     trio-mcp bench URL [--scenario call] [--protocol 2025-11-25] [--connections 64]
                        [--rate R] [--duration S | --requests N] [--json FILE] ...
 
@@ -62,6 +62,12 @@ def main(argv: list[str] | None = None) -> None:
         "--json-response", action="store_true", help="always answer JSON, never stream"
     )
     run.add_argument("--reuse-port", action="store_true", help="set SO_REUSEPORT")
+    run.add_argument(
+        "--max-sessions",
+        type=int,
+        default=MCPConfig().max_sessions,
+        help="live sessions at most; initialize beyond gets 503 (default %(default)s)",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     bench = commands.add_parser(
         "bench",
@@ -86,5 +92,6 @@ def main(argv: list[str] | None = None) -> None:
         path=args.path,
         stateless=args.stateless,
         json_response_only=args.json_response,
+        max_sessions=args.max_sessions,
     )
     run_mcp(app, config)

@@ -45,6 +45,30 @@ async def test_run_serves_the_target_and_drains_on_sigterm() -> None:
         proc.stdout.close()
 
 
+async def test_run_applies_max_sessions() -> None:
+    # A load test with more sessions than the default 1,024 needs the limit raised.
+    port = free_port()
+    target = f"{EXAMPLES / 'everything.py'}:server"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trio_mcp", "run", target, "--port", str(port)]
+        + ["--max-sessions", "2", "--log-level", "warning"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        with trio.fail_after(20):
+            client = await connect_when_up(port)
+            async with client:
+                statuses = []
+                for _ in range(3):
+                    await client.send(mcp_post(initialize_body()))
+                    statuses.append((await client.read_reply()).status)
+        assert statuses == [200, 200, 503]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_load_server_by_module_and_errors(tmp_path) -> None:
     (tmp_path / "my_app.py").write_text(
         "import trio_mcp\napp = trio_mcp.Server('m')\nnot_a_server = 1\n"
