@@ -54,12 +54,18 @@ class cythonizing_build_ext(build_ext):
                 "freethreading_compatible": True,
                 "linetrace": CYTHON_TRACE,
             }
+            # Every core translates and compiles (the request path's modules are
+            # large); `build_ext -j N` still decides when given.
+            cores = os.cpu_count() or 1
+            if self.parallel is None:
+                self.parallel = cores
             leaves = [e for e in self.distribution.ext_modules if e.sources[0].endswith(".pyx")]
             sources = [e for e in self.distribution.ext_modules if e not in leaves]
             self.distribution.ext_modules[:] = cythonize(
-                leaves, include_path=["ext"], compiler_directives=directives
+                leaves, include_path=["ext"], compiler_directives=directives, nthreads=cores
             ) + cythonize(
                 sources,
+                nthreads=cores,
                 # the generated C stays out of src/
                 build_dir="build/cython",
                 # Annotations stay hints, as in CPython: the .py is the twin, and
