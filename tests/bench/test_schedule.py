@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trio_mcp._bench._target import resolve
-from trio_mcp._bench._worker import BUSY, READY, Conn, Worker, WorkerPlan
+from trio_mcp._bench._worker import BUSY, READY, SPIN_S, Conn, Worker, WorkerPlan, wait_before
 
 
 def worker(rate: float | None, connections: int = 1, total: int | None = None) -> Worker:
@@ -126,3 +126,16 @@ def test_warm_up_and_the_end_are_not_recorded() -> None:
     answer(w, conn, 1001.4)  # finished after the end: not counted, and nothing new starts
     assert w.ok == 1
     assert w.sent[-1] == (0, 1001.3)
+
+
+def test_a_wait_before_a_paced_request_is_precise_even_when_a_tick_bounds_it() -> None:
+    # epoll_wait rounds up to whole milliseconds: a request due 200 µs after the
+    # tick would be sent up to 1 ms late if the wait until the tick went to epoll.
+    now, tick = 10.0, 10.0 + 200e-6
+    timeout, precise = wait_before(now, tick, first_due=tick + 200e-6)
+    assert precise and timeout == pytest.approx(200e-6)
+    timeout, precise = wait_before(now, tick, first_due=now + 150e-6)
+    assert precise and timeout == pytest.approx(150e-6 - SPIN_S)
+    assert wait_before(now, tick, first_due=now + SPIN_S / 2) == (0.0, True)  # poll
+    assert wait_before(now, tick, first_due=None) == (pytest.approx(200e-6), False)
+    assert wait_before(now, now - 1e-3, first_due=None) == (0.0, False)

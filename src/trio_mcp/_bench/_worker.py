@@ -161,6 +161,21 @@ class Conn:
         self.counted = False  # the running operation started in the measured phase
 
 
+def wait_before(now: float, next_tick: float, first_due: float | None) -> tuple[float, bool]:
+    """How long the loop may wait for the sockets, and whether the wait must be
+    precise because a paced request is due after it.
+
+    epoll_wait counts whole milliseconds (rounded up), which would make paced
+    requests up to 1 ms late, a request due just after a tick included; a
+    precise wait sleeps with select, to the microsecond, and then epoll collects
+    what is ready. The last SPIN_S before a request is due is spent polling.
+    """
+    timeout = next_tick - now
+    if first_due is None:
+        return max(timeout, 0.0), False
+    return max(min(timeout, first_due - now - SPIN_S), 0.0), True
+
+
 class Worker:
     """The event loop of one worker process."""
 
@@ -268,19 +283,12 @@ class Worker:
                     self.tick(now)
                     if self.finished(now):
                         break
-                timeout = next_tick - now
-                if self.timers and self.timers[0][0] - now < timeout:
-                    # epoll_wait counts whole milliseconds (rounded up), which would
-                    # make every paced request up to 1 ms late; select sleeps to the
-                    # microsecond, and then epoll collects what is ready. The last
-                    # SPIN_S before the request is due is spent polling, not asleep.
-                    timeout = self.timers[0][0] - now - SPIN_S
-                    if timeout <= 0:
-                        timeout = 0.0
-                    elif not select.select(self.wakeup, (), (), timeout)[0]:
-                        continue  # nothing to read; the request is due within SPIN_S
-                if timeout >= 0:
-                    self.poll(timeout)
+                timeout, precise = wait_before(
+                    now, next_tick, self.timers[0][0] if self.timers else None
+                )
+                if precise and timeout > 0 and not select.select(self.wakeup, (), (), timeout)[0]:
+                    continue  # nothing to read: a tick, or a request within SPIN_S
+                self.poll(timeout)
                 if self.timers:
                     self.fire_timers(time.monotonic())
                 if self.remaining == 0 and self.finished(now):
