@@ -34,13 +34,16 @@ load generators pinned to CPU 1, one process/thread each. Every request is a
    (latency from the intended send time). p50 and p99 must agree within 20%.
    At an unsaturated rate the two definitions of latency (wrk: from the actual
    send; bench: from the intended send, corrected for coordinated omission)
-   measure the same thing, so a gap would be the generator's own lateness.
+   measure the same thing when both send on time. wrk's delay() counts whole
+   milliseconds, so its requests leave in bunches; a gap at p99 can be that,
+   or the bench's own lateness.
 
 Wall-clock latency is noisy on a shared machine (p99 most of all), CPU per
-request much less so. Results of 2026-11-29 on a quiet machine (5 rounds):
-CPU per 10,000 requests wrk 0.140 s, trio-mcp bench 0.263 s (1.88x); open
-loop p50 0.111 vs 0.097 ms (0.87), p99 0.259 vs 0.267 ms (1.03). ``--json`` (default ``benchmarks/results/loadgen-vs-wrk.json``)
-records every run, the commands and the machine.
+request much less so. Results of 2026-11-29 on a quiet machine (5 rounds of
+10 s): CPU per 10,000 requests wrk 0.120 s, trio-mcp bench 0.238 s (1.99x);
+open loop p50 0.095 vs 0.096 ms (1.01), p99 0.327 vs 0.196 ms (0.60).
+``--json`` (default ``benchmarks/results/loadgen-vs-wrk.json``) records every
+run, the commands and the machine.
 """
 
 from __future__ import annotations
