@@ -71,6 +71,8 @@ class EventStore(Protocol):
 
 
 class _SessionEvents:
+    """One session's event buffers."""
+
     __slots__ = ("tag", "sequence", "streams", "sizes", "cost")
 
     def __init__(self) -> None:
@@ -80,6 +82,42 @@ class _SessionEvents:
         self.streams: dict[int, deque[tuple[int, str, bytes, float]]] = {}
         self.sizes: dict[int, int] = {}  # stream -> bytes of data in its buffer
         self.cost = 0  # data + EVENT_OVERHEAD per event, all streams
+
+    def append(self, stream: int, data: bytes, now: float, limits: EventLimits) -> str:
+        """Store `data` as the next event of `stream` within `limits`; its id."""
+        self.sequence += 1
+        event_id = f"{self.tag}-{stream}-{self.sequence}"
+        buffer = self.streams.get(stream)
+        if buffer is None:
+            buffer = self.streams[stream] = deque()
+        buffer.append((self.sequence, event_id, data, now))
+        self.cost += len(data) + EVENT_OVERHEAD
+        size = self.sizes.get(stream, 0) + len(data)
+        while buffer and (
+            len(buffer) > limits.max_events
+            or size > limits.max_bytes
+            or now - buffer[0][3] > limits.max_age_s
+        ):
+            dropped = buffer.popleft()
+            size -= len(dropped[2])
+            self.cost -= _cost(dropped)
+        self.sizes[stream] = size
+        if self.cost > limits.max_session_bytes:
+            self.shed(limits.max_session_bytes, keep=stream)
+        return event_id
+
+    def shed(self, limit: int, keep: int) -> None:
+        """Drop whole streams until the session fits `limit`: the oldest first,
+        the GET stream (0) last, never `keep` (the stream being written)."""
+        streams = self.streams
+        while self.cost > limit:
+            victim = next((n for n in streams if n != keep and n != 0), None)
+            if victim is None:
+                if keep == 0 or 0 not in streams:
+                    return
+                victim = 0
+            self.cost -= sum(map(_cost, streams.pop(victim)))
+            self.sizes.pop(victim, None)
 
 
 def _cost(event: tuple[int, str, bytes, float]) -> int:
@@ -96,53 +134,19 @@ class MemoryEventStore:
         self._sessions: dict[str, _SessionEvents] = {}
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
-        return self._append(session_id, stream, data, now)
+        return self._events(session_id).append(stream, data, now, self.limits)
 
     async def append_many(
         self, session_ids: list[str], stream: int, data: bytes, now: float
     ) -> list[str]:
-        append = self._append
-        return [append(session_id, stream, data, now) for session_id in session_ids]
+        events, limits = self._events, self.limits
+        return [events(session_id).append(stream, data, now, limits) for session_id in session_ids]
 
-    def _append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+    def _events(self, session_id: str) -> _SessionEvents:
         events = self._sessions.get(session_id)
         if events is None:
             events = self._sessions[session_id] = _SessionEvents()
-        events.sequence += 1
-        event_id = f"{events.tag}-{stream}-{events.sequence}"
-        buffer = events.streams.get(stream)
-        if buffer is None:
-            buffer = events.streams[stream] = deque()
-        buffer.append((events.sequence, event_id, data, now))
-        events.cost += len(data) + EVENT_OVERHEAD
-        size = events.sizes.get(stream, 0) + len(data)
-        limits = self.limits
-        while buffer and (
-            len(buffer) > limits.max_events
-            or size > limits.max_bytes
-            or now - buffer[0][3] > limits.max_age_s
-        ):
-            dropped = buffer.popleft()
-            size -= len(dropped[2])
-            events.cost -= _cost(dropped)
-        events.sizes[stream] = size
-        if events.cost > limits.max_session_bytes:
-            self._shed(events, keep=stream)
-        return event_id
-
-    def _shed(self, events: _SessionEvents, keep: int) -> None:
-        """Drop whole streams until the session fits: the oldest first, the GET
-        stream (0) last, never `keep` (the stream being written)."""
-        streams = events.streams
-        limit = self.limits.max_session_bytes
-        while events.cost > limit:
-            victim = next((n for n in streams if n != keep and n != 0), None)
-            if victim is None:
-                if keep == 0 or 0 not in streams:
-                    return
-                victim = 0
-            events.cost -= sum(map(_cost, streams.pop(victim)))
-            events.sizes.pop(victim, None)
+        return events
 
     async def replay(
         self, session_id: str, last_event_id: str, now: float
