@@ -13,8 +13,16 @@ from dataclasses import dataclass
 from types import ModuleType
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from trio_mcp import _speedups
+
+# In a fresh directory (scripts/test runs in one) the first test that draws text
+# waits while Hypothesis builds its Unicode tables, over a second on a slow
+# machine, and the too_slow health check blames the test for it. The tests check
+# behaviour, not how fast Hypothesis generates inputs.
+settings.register_profile("trio-mcp", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("trio-mcp")
 
 
 @dataclass(frozen=True)
