@@ -114,8 +114,13 @@ def _newer_source(base: str, compiled: str) -> str | None:
     return None
 
 
-class _RequestPathFinder(importlib.abc.MetaPathFinder):
-    """Loads the chosen file for each module of the request path."""
+class RequestPathFinder(importlib.abc.MetaPathFinder):
+    """Loads the chosen file for each module of the request path.
+
+    A module whose chosen file is not there (an application bundler may keep
+    neither the ``.py`` nor the extension under the package folder) is left to
+    the usual import machinery.
+    """
 
     def __init__(self, locations: dict[str, str]) -> None:
         self.locations = locations
@@ -127,7 +132,7 @@ class _RequestPathFinder(importlib.abc.MetaPathFinder):
         target: ModuleType | None = None,
     ) -> ModuleSpec | None:
         location = self.locations.get(fullname)
-        if location is None:
+        if location is None or not os.path.exists(location):
             return None
         return importlib.util.spec_from_file_location(fullname, location)
 
@@ -141,7 +146,7 @@ _locations, REQUEST_PATH_COMPILED = choose_request_path(
     in_checkout=os.path.exists(os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "setup.py")),
 )
 sys.meta_path.insert(
-    0, _RequestPathFinder({f"{__package__}.{name}": path for name, path in _locations.items()})
+    0, RequestPathFinder({f"{__package__}.{name}": path for name, path in _locations.items()})
 )
 
 if TYPE_CHECKING or NO_EXTENSIONS:

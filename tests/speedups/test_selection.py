@@ -132,3 +132,15 @@ def test_edited_pxd_makes_the_extension_stale(tmp_path: Path) -> None:
         _choose(tree, require=True)
     os.utime(pxd, (1_000_000,) * 2)  # before it
     assert _choose(tree, require=True)[1]
+
+
+def test_the_finder_leaves_missing_files_to_the_usual_machinery(tmp_path: Path) -> None:
+    present = tmp_path / "a.py"
+    present.write_text("")
+    finder = _speedups.RequestPathFinder(
+        {"pkg.a": str(present), "pkg.gone": str(tmp_path / "gone.py")}
+    )
+    spec = finder.find_spec("pkg.a", None)
+    assert spec is not None and spec.origin == str(present)
+    assert finder.find_spec("pkg.gone", None) is None  # e.g. a bundled application
+    assert finder.find_spec("pkg.other", None) is None
