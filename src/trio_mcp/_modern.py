@@ -11,7 +11,6 @@ badly encoded (400/-32020), an unsupported version (400/-32022).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
 from ._errors import HeaderValueError, MCPError
@@ -42,14 +41,27 @@ class EnvelopeError(Exception):
         self.error = error
 
 
-@dataclass(frozen=True, slots=True)
 class Envelope:
-    """What a modern request says about itself."""
+    """What a modern request says about itself (read-only by convention: a
+    plain class, since one is made per request and a frozen dataclass's
+    ``__init__`` costs ten times as much)."""
 
-    version: str
-    client_capabilities: dict[str, Any]
-    client_info: dict[str, Any] | None
-    log_level: str | None
+    __slots__ = ("version", "client_capabilities", "client_info", "log_level")
+
+    def __init__(
+        self,
+        version: str,
+        client_capabilities: dict[str, Any],
+        client_info: dict[str, Any] | None,
+        log_level: str | None,
+    ) -> None:
+        self.version = version
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        self.log_level = log_level
+
+    def __repr__(self) -> str:
+        return f"<Envelope {self.version} log_level={self.log_level!r}>"
 
 
 def is_modern(header_version: bytes | None, params: object) -> bool:
@@ -127,8 +139,8 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
     info = meta.get(META_CLIENT_INFO)
     level = meta.get(META_LOG_LEVEL)
     return Envelope(
-        version=version,
-        client_capabilities=capabilities,
-        client_info=info if isinstance(info, dict) else None,
-        log_level=level if isinstance(level, str) else None,
+        version,
+        capabilities,
+        info if isinstance(info, dict) else None,
+        level if isinstance(level, str) else None,
     )
