@@ -345,17 +345,19 @@ class HTTPServer:
             except Exception:
                 logger.exception("handler failed on %r", event)
                 response = _INTERNAL_ERROR
-            conn.deadline = now() + write_timeout
             if type(response) is Response:
+                conn.deadline = now() + write_timeout
                 try:
                     await stream.send_all(http.full_response(response, dates.get()))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
             elif type(response) is DeferredResponse:
+                # (its writer sets the deadline of each write)
                 if not await self._deferred(stream, conn, response, now):
                     return True
             else:
                 assert isinstance(response, StreamingResponse)
+                conn.deadline = now() + write_timeout
                 if not await self._stream(stream, conn, response, write_timeout):
                     return True
             if http.must_close:
