@@ -6,7 +6,11 @@ independent implementation.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import subprocess
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -267,3 +271,23 @@ async def connect_when_up(port: int) -> Client:
             return await connect(port)
         except OSError:
             await trio.sleep(0.05)
+
+
+@contextlib.contextmanager
+def server_process(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``python ARGS --port P`` on a free port P, its output piped; killed on
+    exit if it is still running."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, *args, "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        assert proc.stdout is not None
+        proc.stdout.close()

@@ -3,70 +3,43 @@
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 
 import orjson
 import pytest
 import trio
-from _support import EXAMPLES, connect_when_up, free_port, initialize_body, mcp_post
+from _support import EXAMPLES, connect_when_up, initialize_body, mcp_post, server_process
 
 from trio_mcp._cli import load_server
 
 
 async def test_run_serves_the_target_and_drains_on_sigterm() -> None:
-    port = free_port()
     target = f"{EXAMPLES / 'everything.py'}:server"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trio_mcp", "run", target, "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        with trio.fail_after(20):
-            client = await connect_when_up(port)
-            async with client:
-                await client.send(mcp_post(initialize_body()))
-                reply = await client.read_reply()
-                assert reply.status == 200
-                assert (
-                    orjson.loads(reply.body)["result"]["serverInfo"]["name"]
-                    == "trio-mcp-everything"
-                )
-            proc.send_signal(signal.SIGTERM)
-            while proc.poll() is None:
-                await trio.sleep(0.05)
+    with server_process("-m", "trio_mcp", "run", target) as (proc, port), trio.fail_after(20):
+        client = await connect_when_up(port)
+        async with client:
+            await client.send(mcp_post(initialize_body()))
+            reply = await client.read_reply()
+            assert reply.status == 200
+            assert orjson.loads(reply.body)["result"]["serverInfo"]["name"] == "trio-mcp-everything"
+        proc.send_signal(signal.SIGTERM)
+        while proc.poll() is None:
+            await trio.sleep(0.05)
         assert proc.returncode == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        assert proc.stdout is not None
-        proc.stdout.close()
 
 
 async def test_run_applies_max_sessions() -> None:
     # A load test with more sessions than the default 1,024 needs the limit raised.
-    port = free_port()
     target = f"{EXAMPLES / 'everything.py'}:server"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trio_mcp", "run", target, "--port", str(port)]
-        + ["--max-sessions", "2", "--log-level", "warning"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        with trio.fail_after(20):
-            client = await connect_when_up(port)
-            async with client:
-                statuses = []
-                for _ in range(3):
-                    await client.send(mcp_post(initialize_body()))
-                    statuses.append((await client.read_reply()).status)
-        assert statuses == [200, 200, 503]
-    finally:
-        proc.kill()
-        proc.wait()
+    run = ("-m", "trio_mcp", "run", target, "--max-sessions", "2", "--log-level", "warning")
+    with server_process(*run) as (_, port), trio.fail_after(20):
+        client = await connect_when_up(port)
+        async with client:
+            statuses = []
+            for _ in range(3):
+                await client.send(mcp_post(initialize_body()))
+                statuses.append((await client.read_reply()).status)
+    assert statuses == [200, 200, 503]
 
 
 def test_load_server_by_module_and_errors(tmp_path) -> None:

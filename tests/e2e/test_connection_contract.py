@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import itertools
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 
 import trio
-from _support import EXAMPLES, Client, connect, connect_when_up, free_port, post, still_serving
+from _support import EXAMPLES, Client, connect, connect_when_up, post, server_process, still_serving
 
 from trio_mcp import HTTPServer, Request, Response, StreamingResponse
 
@@ -160,37 +157,24 @@ async def test_graceful_shutdown_cancels_after_the_deadline(nursery, start_serve
 
 
 async def test_echo_example_drains_on_sigterm() -> None:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "echo.py"), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        with trio.fail_after(20):
-            client = await connect_when_up(port)
-            async with client:
-                await client.send(post(b"[1]"))
-                assert (await client.read_reply()).body == b"[1]"
-                await client.send(post(b"[2]")[:10])  # a request in flight
-                await trio.sleep(0.1)
-                proc.send_signal(signal.SIGTERM)
-                await trio.sleep(0.2)
-                await client.send(post(b"[2]")[10:])
-                reply = await client.read_reply()
-                assert (reply.body, reply.header(b"connection")) == (b"[2]", b"close")
-            while proc.poll() is None:
-                await trio.sleep(0.05)
+    with server_process(str(EXAMPLES / "echo.py")) as (proc, port), trio.fail_after(20):
+        client = await connect_when_up(port)
+        async with client:
+            await client.send(post(b"[1]"))
+            assert (await client.read_reply()).body == b"[1]"
+            await client.send(post(b"[2]")[:10])  # a request in flight
+            await trio.sleep(0.1)
+            proc.send_signal(signal.SIGTERM)
+            await trio.sleep(0.2)
+            await client.send(post(b"[2]")[10:])
+            reply = await client.read_reply()
+            assert (reply.body, reply.header(b"connection")) == (b"[2]", b"close")
+        while proc.poll() is None:
+            await trio.sleep(0.05)
         assert proc.returncode == 0
         assert proc.stdout is not None
         output = proc.stdout.read().decode()
         assert f"port {port}" in output and "draining" in output
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
-        if proc.stdout:
-            proc.stdout.close()
 
 
 async def test_get_and_options_on_echo(echo_server: HTTPServer) -> None:
