@@ -102,9 +102,11 @@ class RequestFactory:
 
     def get_stream(self, session: bytes | None, version: str) -> bytes:
         headers = [(b"Accept", b"text/event-stream")]
-        headers += [h for h in self._legacy_headers(session, version) if h[0] == b"Mcp-Session-Id"]
-        if version != "2025-03-26":
-            headers.append((b"MCP-Protocol-Version", version.encode()))
+        headers += [
+            h
+            for h in self._legacy_headers(session, version)
+            if h[0] not in (b"Accept", b"Content-Type")
+        ]
         return self._head(b"GET", headers, None)
 
     def listen(self) -> bytes:
