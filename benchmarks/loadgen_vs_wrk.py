@@ -4,7 +4,8 @@ Run from a checkout with the dev interpreter (needs wrk, /usr/bin/time, and the
 ``loadgen`` extra: rich, hdrhistogram)::
 
     PYTHONPATH=src python benchmarks/loadgen_vs_wrk.py [--duration 5] [--rounds 3]
-        [--connections 64] [--rate 2000] [--rate-connections 16] [--json PATH]
+        [--connections 64] [--rate 2000] [--rate-connections 16] [--open-only]
+        [--together] [--json PATH]
 
 One server, ``examples/everything.py`` (compiled extensions required, built in
 place first when missing), on a free 127.0.0.1 port, pinned to CPU 0; both
@@ -36,7 +37,10 @@ load generators pinned to CPU 1, one process/thread each. Every request is a
    send; bench: from the intended send, corrected for coordinated omission)
    measure the same thing when both send on time. wrk's delay() counts whole
    milliseconds, so its requests leave in bunches; a gap at p99 can be that,
-   or the bench's own lateness.
+   or the bench's own lateness. ``--open-only`` skips comparison 1;
+   ``--together`` runs the two generators of comparison 2 at the same time
+   (each at ``--rate`` over ``--rate-connections``), so that both see the same
+   moments of the machine.
 
 Wall-clock latency is noisy on a shared machine (p99 most of all), CPU per
 request much less so. Results of 2026-11-29 on a quiet machine (5 rounds of
@@ -57,6 +61,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +203,30 @@ def median(runs: list[dict[str, Any]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def both_at_once(*runs: Callable[[], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run each of `runs` in a thread of its own, all at once; their results in order.
+
+    The load generators are processes, so the threads only wait for them.
+    """
+    results: list[dict[str, Any] | BaseException | None] = [None] * len(runs)
+
+    def one(i: int) -> None:
+        try:
+            results[i] = runs[i]()
+        except BaseException as exc:  # re-raised in the caller's thread
+            results[i] = exc
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(runs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    return [r for r in results if isinstance(r, dict)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per run (whole)")
@@ -204,6 +234,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, default=64, help="closed-loop connections")
     parser.add_argument("--rate", type=float, default=2000.0, help="open-loop requests/s")
     parser.add_argument("--rate-connections", type=int, default=16)
+    parser.add_argument(
+        "--open-only", action="store_true", help="skip the closed-loop CPU comparison"
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="run the open-loop wrk and trio-mcp bench at the same time, each at --rate",
+    )
     parser.add_argument("--no-pin", action="store_true", help="do not use taskset")
     parser.add_argument(
         "--json", type=Path, default=HERE / "results" / "loadgen-vs-wrk.json", help="results file"
@@ -227,24 +265,28 @@ def main(argv: list[str] | None = None) -> int:
     try:
         server.wait_ready()
         check_call(server, open_session(server))
+        modes = ("open",) if args.open_only else ("closed", "open")
         for round_no in range(1, args.rounds + 1):
-            for tool in ("wrk", "bench"):
-                for mode in ("closed", "open"):
-                    rate = args.rate if mode == "open" else None
-                    conns = args.rate_connections if rate else args.connections
-                    if tool == "wrk":
-                        result = run_wrk(
-                            port,
-                            open_session(server),
-                            connections=conns,
-                            duration=args.duration,
-                            rate=rate,
-                            pin=pin,
-                        )
-                    else:
-                        result = run_bench(
-                            port, connections=conns, duration=args.duration, rate=rate, pin=pin
-                        )
+            for mode in modes:
+                rate = args.rate if mode == "open" else None
+                conns = args.rate_connections if rate else args.connections
+
+                def wrk_run(rate: float | None = rate, conns: int = conns) -> dict[str, Any]:
+                    sid = open_session(server)
+                    return run_wrk(
+                        port, sid, connections=conns, duration=args.duration, rate=rate, pin=pin
+                    )
+
+                def bench_run(rate: float | None = rate, conns: int = conns) -> dict[str, Any]:
+                    return run_bench(
+                        port, connections=conns, duration=args.duration, rate=rate, pin=pin
+                    )
+
+                if rate and args.together:
+                    results = both_at_once(wrk_run, bench_run)
+                else:
+                    results = [wrk_run(), bench_run()]
+                for result in results:
                     result["round"] = round_no
                     (rate_runs if rate else cpu_runs).append(result)
                     print(
@@ -264,36 +306,38 @@ def main(argv: list[str] | None = None) -> int:
     def tool_runs(runs: list[dict[str, Any]], tool: str) -> list[dict[str, Any]]:
         return [r for r in runs if r["tool"] == tool]
 
-    wrk_cpu = median(tool_runs(cpu_runs, "wrk"), "cpu_s_per_10k")
-    bench_cpu = median(tool_runs(cpu_runs, "trio-mcp bench"), "cpu_s_per_10k")
     agreement = {}
     for key in ("p50_ms", "p99_ms"):
         w = median(tool_runs(rate_runs, "wrk"), key)
         b = median(tool_runs(rate_runs, "trio-mcp bench"), key)
         agreement[key] = {"wrk": w, "trio-mcp bench": b, "bench/wrk": b / w}
-    summary = {
-        "cpu_s_per_10k_requests": {
+    summary: dict[str, Any] = {}
+    if cpu_runs:
+        wrk_cpu = median(tool_runs(cpu_runs, "wrk"), "cpu_s_per_10k")
+        bench_cpu = median(tool_runs(cpu_runs, "trio-mcp bench"), "cpu_s_per_10k")
+        summary["cpu_s_per_10k_requests"] = {
             "wrk": wrk_cpu,
             "trio-mcp bench": bench_cpu,
             "bench/wrk": bench_cpu / wrk_cpu,
-        },
-        "closed_loop_requests_per_s": {
+        }
+        summary["closed_loop_requests_per_s"] = {
             "wrk": median(tool_runs(cpu_runs, "wrk"), "requests_per_s"),
             "trio-mcp bench": median(tool_runs(cpu_runs, "trio-mcp bench"), "requests_per_s"),
-        },
-        "open_loop_latency": agreement,
-        "open_loop_requests_per_s": {
-            "wrk": median(tool_runs(rate_runs, "wrk"), "requests_per_s"),
-            "trio-mcp bench": median(tool_runs(rate_runs, "trio-mcp bench"), "requests_per_s"),
-        },
+        }
+        print(
+            f"\nCPU s per 10,000 requests (closed loop, {args.connections} connections, "
+            f"medians): wrk {wrk_cpu:.3f}, trio-mcp bench {bench_cpu:.3f}, "
+            f"ratio {bench_cpu / wrk_cpu:.2f}"
+        )
+    summary["open_loop_latency"] = agreement
+    summary["open_loop_requests_per_s"] = {
+        "wrk": median(tool_runs(rate_runs, "wrk"), "requests_per_s"),
+        "trio-mcp bench": median(tool_runs(rate_runs, "trio-mcp bench"), "requests_per_s"),
     }
-    print(
-        f"\nCPU s per 10,000 requests (closed loop, {args.connections} connections, medians): "
-        f"wrk {wrk_cpu:.3f}, trio-mcp bench {bench_cpu:.3f}, ratio {bench_cpu / wrk_cpu:.2f}"
-    )
+    at_once = " (both at once)" if args.together else ""
     for key, values in agreement.items():
         print(
-            f"open loop {args.rate:g} req/s over {args.rate_connections} connections, "
+            f"open loop {args.rate:g} req/s over {args.rate_connections} connections{at_once}, "
             f"{key[:-3]}: wrk {values['wrk']:.3f} ms, trio-mcp bench "
             f"{values['trio-mcp bench']:.3f} ms, ratio {values['bench/wrk']:.2f}"
         )
@@ -306,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
             "connections": args.connections,
             "rate": args.rate,
             "rate_connections": args.rate_connections,
+            "open_only": args.open_only,
+            "together": args.together,
             "server": shlex.join(cmd),
             "lua": str(LUA.relative_to(ROOT)),
         },
