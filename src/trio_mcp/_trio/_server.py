@@ -30,8 +30,11 @@ import trio
 from .._config import ServerConfig
 from .._errors import LocalProtocolError, RemoteProtocolError
 from .._http11 import (
+    BODY,
     CLOSED,
     CONTINUE_RESPONSE,
+    HEAD,
+    IDLE,
     NEED_DATA,
     SEND_CONTINUE,
     DeferredResponse,
@@ -271,7 +274,7 @@ class HTTPServer:
         try:
             with timer:
                 peer_gone = await self._converse(stream, conn)
-            if timer.cancelled_caught and http.phase in (Phase.HEAD, Phase.BODY):
+            if timer.cancelled_caught and http.phase in (HEAD, BODY):
                 peer_gone = False
                 with trio.move_on_after(_LINGER_S):
                     await _send_quietly(
@@ -284,7 +287,7 @@ class HTTPServer:
         finally:
             self._connections.discard(conn)
             with trio.CancelScope(shield=True):
-                if peer_gone or (timer.cancelled_caught and http.phase is Phase.IDLE):
+                if peer_gone or (timer.cancelled_caught and http.phase is IDLE):
                     await _close_quietly(stream)
                 else:
                     await _lingering_close(stream)
@@ -315,15 +318,15 @@ class HTTPServer:
                 if phase is not deadline_phase:
                     # Each phase gets its own whole-phase deadline.
                     deadline_phase = phase
-                    if phase is Phase.IDLE:
+                    if phase is IDLE:
                         if http.draining:
                             return False
                         conn.deadline = now() + config.idle_timeout_s
-                    elif phase is Phase.HEAD:
+                    elif phase is HEAD:
                         conn.deadline = now() + config.head_timeout_s
                     else:
                         conn.deadline = now() + config.body_timeout_s
-                conn.waiting_idle = phase is Phase.IDLE
+                conn.waiting_idle = phase is IDLE
                 try:
                     data = await stream.receive_some(chunk_size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -377,14 +380,14 @@ class HTTPServer:
             await response.respond(writer)
         except Exception:
             logger.exception("deferred response failed")
-            if writer.state is _WriterState.NEW:
+            if writer.state is _NEW:
                 await writer.respond(_INTERNAL_ERROR)
             else:
                 return False  # cut the stream short: the client sees it incomplete
-        if writer.state is _WriterState.NEW:
+        if writer.state is _NEW:
             logger.error("a deferred response wrote nothing; answering 500")
             await writer.respond(_INTERNAL_ERROR)
-        elif writer.state is _WriterState.STREAMING:
+        elif writer.state is _STREAMING:
             await writer.end()
         return not writer.broken
 
@@ -434,6 +437,13 @@ class _WriterState(enum.Enum):
     DONE = "done"
 
 
+# As module globals: read per request, and Enum members read through their
+# class are slow on CPython 3.11 (see _http11.IDLE).
+_NEW: Final = _WriterState.NEW
+_STREAMING: Final = _WriterState.STREAMING
+_WRITTEN: Final = _WriterState.DONE
+
+
 class ResponseWriter:
     """Writes the answer of a `DeferredResponse`: one full response, or a stream.
 
@@ -457,7 +467,7 @@ class ResponseWriter:
         self._dates = dates
         self._write_timeout = write_timeout
         self._now = now
-        self.state = _WriterState.NEW
+        self.state = _NEW
         #: True once a write failed: the peer is gone.
         self.broken = False
 
@@ -470,7 +480,7 @@ class ResponseWriter:
     @property
     def started(self) -> bool:
         """True once the status line is out (nothing can change it any more)."""
-        return self.state is not _WriterState.NEW
+        return self.state is not _NEW
 
     async def _write(self, data: bytes) -> None:
         if self.broken or not data:
@@ -486,9 +496,9 @@ class ResponseWriter:
 
     async def respond(self, response: Response) -> None:
         """Send one complete response."""
-        if self.state is not _WriterState.NEW:
+        if self.state is not _NEW:
             raise LocalProtocolError("this request was already answered")
-        self.state = _WriterState.DONE
+        self.state = _WRITTEN
         if self.broken:
             return
         conn = self._conn
@@ -503,16 +513,16 @@ class ResponseWriter:
     async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
         """Send the head of a streamed answer, and `first` piece of the body with it
         (one write instead of two)."""
-        if self.state is not _WriterState.NEW:
+        if self.state is not _NEW:
             raise LocalProtocolError("this request was already answered")
-        self.state = _WriterState.STREAMING
+        self.state = _STREAMING
         http = self._conn.http
         head = http.start_stream(status, headers, self._dates.get())
         await self._write(head + http.stream_chunk(first) if first else head)
 
     async def send(self, piece: bytes) -> None:
         """Send one piece of the streamed body."""
-        if self.state is not _WriterState.STREAMING:
+        if self.state is not _STREAMING:
             raise LocalProtocolError("send() needs start() first, and no end()")
         await self._write(self._conn.http.stream_chunk(piece))
 
@@ -563,9 +573,9 @@ class ResponseWriter:
 
     async def end(self, last: bytes = b"") -> None:
         """Finish the streamed body, sending `last` piece with the end (one write)."""
-        if self.state is not _WriterState.STREAMING:
+        if self.state is not _STREAMING:
             raise LocalProtocolError("end() needs start() first")
-        self.state = _WriterState.DONE
+        self.state = _WRITTEN
         http = self._conn.http
         await self._write(
             http.stream_chunk(last) + http.end_stream() if last else http.end_stream()
