@@ -1089,32 +1089,32 @@ class MCPEndpoint:
         `envelope` is set for a 2026-07-28 request: its capabilities and log
         level come from the request itself, never from a session.
         """
-        handler = self.dispatch.methods.get(message.method)
+        method, request_id, params = message.method, message.id, message.params
+        handler = self.dispatch.methods.get(method)
         if handler is None:
-            if message.method == "initialize":
+            if method == "initialize":
                 error = MCPError(INVALID_REQUEST, "Invalid request: already initialized")
             else:
-                error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
-            return error_message(message.id, error)
+                error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            return error_message(request_id, error)
         in_flight = session.in_flight if session is not None else {}
-        if message.id in in_flight:
+        if request_id in in_flight:
             return error_message(
-                message.id,
+                request_id,
                 MCPError(
                     INVALID_REQUEST, "Invalid request: this id is in use by a running request"
                 ),
             )
-        meta = message.params.get("_meta")
+        meta = params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
         ask = None
         if session is not None and not self.config.json_response_only:
             ask = functools.partial(self._ask_client, session, stream.emit)
         log_level: str | None
-        mrtr = envelope is not None and message.method in _MRTR_METHODS
+        mrtr = envelope is not None and method in _MRTR_METHODS
         input_responses: dict[str, Any] = {}
         state: dict[str, Any] = {}
         if mrtr:
-            params = message.params
             responses = params.get("inputResponses")
             input_responses = responses if isinstance(responses, dict) else {}
             if "requestState" in params:
@@ -1122,12 +1122,12 @@ class MCPEndpoint:
                     state, earlier = self.sealer.open(
                         params["requestState"],
                         principal=principal,
-                        method=message.method,
+                        method=method,
                         digest=params_digest(params),
                         now=trio.current_time(),
                     )
                 except MCPError as exc:
-                    return error_message(message.id, exc)
+                    return error_message(request_id, exc)
                 # answers from earlier rounds count too: the handler re-runs from the top
                 input_responses = {**earlier, **input_responses}
         if envelope is not None:
@@ -1140,7 +1140,7 @@ class MCPEndpoint:
         else:
             capabilities, log_level = {}, None
         ctx = Context(
-            request_id=message.id,
+            request_id=request_id,
             session_id=session.id if session is not None else None,
             principal=principal,
             headers=request.headers,
@@ -1157,22 +1157,22 @@ class MCPEndpoint:
             state=state,
             mrtr=mrtr,
         )
-        in_flight[message.id] = scope
+        in_flight[request_id] = scope
         if session is not None:
             self.sessions.begin_request(session)
         try:
-            result = await handler(message.params, ctx, session, version)
-            return {"jsonrpc": "2.0", "id": message.id, "result": result}
+            result = await handler(params, ctx, session, version)
+            return {"jsonrpc": "2.0", "id": request_id, "result": result}
         except InputRequired as exc:
-            if envelope is None or message.method not in _MRTR_METHODS:
-                logger.error("%s asked for input where the protocol has no way to", message.method)
-                return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
+            if envelope is None or method not in _MRTR_METHODS:
+                logger.error("%s asked for input where the protocol has no way to", method)
+                return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
             token = self.sealer.seal(
                 ctx.state,
                 ctx.input_responses,
                 principal=principal,
-                method=message.method,
-                digest=params_digest(message.params),
+                method=method,
+                digest=params_digest(params),
                 now=trio.current_time(),
             )
             input_required = {
@@ -1180,14 +1180,14 @@ class MCPEndpoint:
                 "inputRequests": exc.requests,
                 "requestState": token,
             }
-            return {"jsonrpc": "2.0", "id": message.id, "result": input_required}
+            return {"jsonrpc": "2.0", "id": request_id, "result": input_required}
         except MCPError as exc:
-            return error_message(message.id, exc)
+            return error_message(request_id, exc)
         except Exception:
-            logger.exception("%s failed", message.method)
-            return error_message(message.id, MCPError(INTERNAL_ERROR, "Internal error"))
+            logger.exception("%s failed", method)
+            return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
         finally:
-            del in_flight[message.id]
+            del in_flight[request_id]
             if session is not None:
                 self.sessions.end_request(session, self._now())
 
