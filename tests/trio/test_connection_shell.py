@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 
 import h11
@@ -284,6 +285,33 @@ async def test_deferred_response_may_stream(nursery) -> None:
     assert reply.header(b"transfer-encoding") == b"chunked"
     assert reply.chunks == [b"data: 0\n\n", b"data: 1\n\n", b"data: 2\n\n"]
     assert (await client.read_reply()).status == 200  # the connection goes on
+
+
+async def test_deferred_response_does_not_keep_its_request_alive(nursery) -> None:
+    # A deferred answer may be an event stream that stays open for hours: the
+    # connection must let go of the request (its head and body) once the
+    # handler has returned.
+    # (References are counted: a running coroutine's locals are invisible to
+    # gc.get_referrers.)
+    seen: list[Request] = []
+    counts: list[int] = []
+
+    async def respond(writer: ResponseWriter) -> None:
+        counts.append(sys.getrefcount(seen[0]))
+        await writer.respond(Response(200, [], b"ok"))
+
+    async def handler(request: Request) -> DeferredResponse:
+        seen.append(request)
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post(b"x" * 1000))
+    assert (await client.read_reply()).body == b"ok"
+    await client.send(post())  # the connection has moved on to the next request
+    assert (await client.read_reply()).body == b"ok"
+    after = sys.getrefcount(seen[0])  # (outside the assert, which keeps temporaries)
+    # seen and getrefcount's argument: no more while answering than afterwards
+    assert counts[0] == after
 
 
 async def test_deferred_response_stream_is_ended_for_it(nursery) -> None:

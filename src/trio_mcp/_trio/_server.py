@@ -348,6 +348,9 @@ class HTTPServer:
             except Exception:
                 logger.exception("handler failed on %r", event)
                 response = _INTERNAL_ERROR
+            # The request is answered: a long-lived answer (an event stream) must
+            # not keep its head and body alive.
+            del event
             if type(response) is Response:
                 conn.deadline = now() + write_timeout
                 try:
