@@ -4,7 +4,7 @@ Run from a checkout with the dev interpreter (the peers run with the
 interpreters ``scripts/peers`` installed under ``.peers/``)::
 
     PYTHONPATH=src python benchmarks/suite.py [--duration 10] [--warmup 2] [--quick]
-        [--scenarios call,call-2026,...] [--servers trio-mcp,python-sdk,...]
+        [--rounds 1] [--scenarios call,call-2026,...] [--servers trio-mcp,python-sdk,...]
         [--json benchmarks/results/suite.json] [--plot benchmarks/results/suite.png]
 
 Every server exposes the same fixture (``_suite_server.py`` for trio-mcp,
@@ -19,6 +19,11 @@ fan-out scenario runs ``memory_streams.py`` twice (GET streams, then 2026
 listen streams), trio-mcp only. The table gives operations per second, p50,
 p99 and p99.9 latency, errors, the server's CPU use and the ratio of each
 server's operations per second to the Python SDK's in the same scenario.
+With ``--rounds N`` every load scenario runs N times, each round going
+through all servers in turn; the table then shows the median of each measure,
+and the ratio is taken round by round (a server against the Python SDK's run
+of the same round) before its median, so that the machine's drift between
+rounds cancels out.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import os
 import resource
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -582,8 +588,62 @@ def fmt_int(value: float) -> str:
     return f"{value:,.0f}".replace(",", " ")
 
 
+MEDIAN_KEYS = (
+    "operations_per_s",
+    "p50_ms",
+    "p99_ms",
+    "p999_ms",
+    "server_cpu_percent",
+    "server_cpu_us_per_operation",
+)
+
+
+def median_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per scenario and server from the runs of every round (in the
+    order they first ran): the median of each measure over its successful runs,
+    errors summed, and the ratio to the reference server taken round by round
+    (each server's run against the reference's run of the same round, so that
+    a machine that is faster in one round than in another does not move it),
+    then the median of those. A pair whose every run failed keeps the failure.
+    """
+    pairs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        pairs.setdefault((run["scenario"], run["server"]), []).append(run)
+    merged: list[dict[str, Any]] = []
+    for (scenario, server), mine in pairs.items():
+        ok = [r for r in mine if "failure" not in r]
+        if not ok:
+            merged.append({**mine[-1], "rounds": len(mine), "failed_rounds": len(mine)})
+            continue
+        record: dict[str, Any] = {"scenario": scenario, "server": server}
+        for key in MEDIAN_KEYS:
+            values = [r[key] for r in ok if r.get(key) is not None]
+            record[key] = statistics.median(values) if values else None
+        record["errors"] = sum(r["errors"] for r in ok)
+        record["rounds"] = len(mine)
+        record["failed_rounds"] = len(mine) - len(ok)
+        record["operations_per_s_by_round"] = [r.get("operations_per_s") for r in mine]
+        reference = {
+            r.get("round"): r for r in pairs.get((scenario, REFERENCE), []) if "failure" not in r
+        }
+        ratios = [
+            r["operations_per_s"] / reference[r.get("round")]["operations_per_s"]
+            for r in ok
+            if r.get("round") in reference
+        ]
+        if ratios:
+            record["ratio_to_python_sdk"] = statistics.median(ratios)
+            record["ratio_to_python_sdk_by_round"] = ratios
+        merged.append(record)
+    return merged
+
+
 def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[dict[str, Any]]:
-    """One row per scenario and server, with the ratio to the reference server."""
+    """One row per scenario and server, with the ratio to the reference server.
+
+    `runs` holds one record per scenario and server (`median_runs`); a record's
+    own ratio to the reference, when it has one, is the one shown.
+    """
     rows: list[dict[str, Any]] = []
     for scenario in scenarios:
         mine = [r for r in runs if r["scenario"] == scenario.name]
@@ -612,7 +672,9 @@ def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[
                         )
                     }
                 )
-                if ref is not None:
+                if "ratio_to_python_sdk" in r:
+                    row["ratio_to_python_sdk"] = r["ratio_to_python_sdk"]
+                elif ref is not None:
                     row["ratio_to_python_sdk"] = r["operations_per_s"] / ref["operations_per_s"]
             rows.append(row)
         for name, why in scenario.absent.items():
@@ -725,9 +787,11 @@ def git_describe() -> str | None:
     return out.stdout.strip() or None
 
 
-def estimate_s(plan: list[tuple[Scenario, str]], cfg: Settings, memory: bool, count: int) -> float:
+def estimate_s(
+    plan: list[tuple[Scenario, str]], cfg: Settings, memory: bool, count: int, rounds: int = 1
+) -> float:
     per_run = cfg.warmup + cfg.duration + 2  # start, checks, sessions, stop
-    return len(plan) * per_run + (10 + 3 * count / 1000 if memory else 0)
+    return rounds * len(plan) * per_run + (10 + 3 * count / 1000 if memory else 0)
 
 
 def parse_list(
@@ -747,6 +811,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick", action="store_true", help="short runs and 2,000 streams, for development"
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every load scenario this many times, all servers in turn each round; "
+        "the table shows medians",
+    )
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads (one session each)")
     parser.add_argument("--scenarios", default=",".join(ALL_SCENARIOS))
@@ -765,6 +836,8 @@ def main(argv: list[str] | None = None) -> int:
     count = args.memory_count or (2000 if args.quick else 10_000)
     if shutil.which("wrk") is None:
         parser.error("wrk is not on PATH")
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     plan = [
         (SCENARIOS[name], server)
         for name in chosen
@@ -786,9 +859,11 @@ def main(argv: list[str] | None = None) -> int:
         print("NOTE: compiled extensions not built; trio-mcp runs its pure-Python twins")
     links = fast_uvicorn_dir()
     cfg = Settings(duration, warmup, args.threads, args.connections, pin, use_ext, links)
-    total = estimate_s(plan, cfg, memory, count)
+    total = estimate_s(plan, cfg, memory, count, args.rounds)
     print(
-        f"{len(plan)} load runs ({duration} s each after {warmup} s of warm-up)"
+        f"{len(plan) * args.rounds} load runs ({duration} s each after {warmup} s of warm-up"
+        + (f"; {args.rounds} rounds" if args.rounds > 1 else "")
+        + ")"
         + (f" and the memory runs with {count:,} streams" if memory else "")
         + f"; estimated {total / 60:.1f} min; "
         + (f"server on CPU {SERVER_CPU}, wrk on CPU {WRK_CPU}" if pin else "not pinned"),
@@ -799,7 +874,9 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[dict[str, Any]] = []
     failures = 0
     try:
-        for scenario, name in plan:
+        for round_no, (scenario, name) in (
+            (k, step) for k in range(1, args.rounds + 1) for step in plan
+        ):
             spec = SERVERS[name]
             try:
                 run = bench(scenario, spec, cfg)
@@ -809,12 +886,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {scenario.name:14} {name:13} FAILED: {exc}", file=sys.stderr, flush=True)
             else:
                 print(
-                    f"  {scenario.name:14} {name:13} {run['operations_per_s']:10.0f} {scenario.unit}"
+                    (f"  round {round_no}" if args.rounds > 1 else "")
+                    + f"  {scenario.name:14} {name:13} {run['operations_per_s']:10.0f} {scenario.unit}"
                     f"  p50 {run['p50_ms']:6.2f}  p99 {run['p99_ms']:7.2f}  p99.9 "
                     f"{run['p999_ms']:7.2f} ms  errors {run['errors']}  server CPU "
                     f"{run['server_cpu_percent'] or 0:.0f}%  ({time.monotonic() - started:.0f} s)",
                     flush=True,
                 )
+            run["round"] = round_no
             runs.append(run)
         get_doc = listen_doc = None
         memory_failure = None
@@ -846,7 +925,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(links, ignore_errors=True)
 
     scenarios = [SCENARIOS[n] for n in chosen if n != MEMORY]
-    rows = summary_rows(runs, scenarios)
+    medians = median_runs(runs)
+    rows = summary_rows(medians, scenarios)
     print_table(rows)
     mem = memory_rows(get_doc, listen_doc) if memory else []
     if mem:
@@ -861,7 +941,8 @@ def main(argv: list[str] | None = None) -> int:
         "ops/s: requests/s (init churn: complete cycles/s); errors: transport errors + non-2xx "
         "+ sampled bodies that failed the check; CPU%: server CPU time / wall time; "
         "CPU us/op: server CPU time per operation; "
-        "vs SDK: ops/s over the Python SDK's in the same scenario"
+        "vs SDK: ops/s over the Python SDK's in the same scenario (with --rounds: round by "
+        "round, then the median); with --rounds every other column is the median of the rounds"
     )
 
     if args.json:
@@ -872,6 +953,7 @@ def main(argv: list[str] | None = None) -> int:
                 "duration_s": duration,
                 "warmup_s": warmup,
                 "quick": args.quick,
+                "rounds": args.rounds,
                 "wrk_threads": args.threads,
                 "connections": args.connections,
                 "churn_connections": CHURN_CONNECTIONS,
@@ -884,6 +966,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": info,
             "table": rows,
             "memory_table": mem,
+            "medians": medians,
             "runs": runs,
             "memory": {"get_streams": get_doc, "listen_streams": listen_doc},
         }
