@@ -641,14 +641,14 @@ def median_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[dict[str, Any]]:
     """One row per scenario and server, with the ratio to the reference server.
 
-    `runs` holds one record per scenario and server (`median_runs`); a record's
-    own ratio to the reference, when it has one, is the one shown.
+    `runs` holds one record per scenario and server, as `median_runs` merges
+    them (with the ratio already taken round by round).
     """
     rows: list[dict[str, Any]] = []
     for scenario in scenarios:
-        mine = [r for r in runs if r["scenario"] == scenario.name]
-        ref = next((r for r in mine if r["server"] == REFERENCE and "failure" not in r), None)
-        for r in mine:
+        for r in runs:
+            if r["scenario"] != scenario.name:
+                continue
             row = {
                 "scenario": scenario.name,
                 "title": scenario.title,
@@ -658,24 +658,9 @@ def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[
             if "failure" in r:
                 row["failure"] = r["failure"]
             else:
-                row.update(
-                    {
-                        k: r[k]
-                        for k in (
-                            "operations_per_s",
-                            "p50_ms",
-                            "p99_ms",
-                            "p999_ms",
-                            "errors",
-                            "server_cpu_percent",
-                            "server_cpu_us_per_operation",
-                        )
-                    }
-                )
+                row.update({k: r[k] for k in (*MEDIAN_KEYS, "errors")})
                 if "ratio_to_python_sdk" in r:
                     row["ratio_to_python_sdk"] = r["ratio_to_python_sdk"]
-                elif ref is not None:
-                    row["ratio_to_python_sdk"] = r["operations_per_s"] / ref["operations_per_s"]
             rows.append(row)
         for name, why in scenario.absent.items():
             rows.append(

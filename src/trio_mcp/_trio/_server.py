@@ -444,7 +444,7 @@ class _WriterState(enum.Enum):
 # class are slow on CPython 3.11 (see _http11.IDLE).
 _NEW: Final = _WriterState.NEW
 _STREAMING: Final = _WriterState.STREAMING
-_WRITTEN: Final = _WriterState.DONE
+_DONE: Final = _WriterState.DONE
 
 
 class ResponseWriter:
@@ -501,7 +501,7 @@ class ResponseWriter:
         """Send one complete response."""
         if self.state is not _NEW:
             raise LocalProtocolError("this request was already answered")
-        self.state = _WRITTEN
+        self.state = _DONE
         if self.broken:
             return
         conn = self._conn
@@ -578,7 +578,7 @@ class ResponseWriter:
         """Finish the streamed body, sending `last` piece with the end (one write)."""
         if self.state is not _STREAMING:
             raise LocalProtocolError("end() needs start() first")
-        self.state = _WRITTEN
+        self.state = _DONE
         http = self._conn.http
         await self._write(
             http.stream_chunk(last) + http.end_stream() if last else http.end_stream()
