@@ -63,6 +63,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     run.add_argument("--reuse-port", action="store_true", help="set SO_REUSEPORT")
     run.add_argument(
+        "--no-fifo-scheduling",
+        dest="fifo_scheduling",
+        action="store_false",
+        help="let trio pick each scheduler batch's order at random (default: first in, first out)",
+    )
+    run.add_argument(
         "--max-sessions",
         type=int,
         default=MCPConfig().max_sessions,
@@ -88,7 +94,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     app = load_server(args.target)
     config = MCPConfig(
-        http=ServerConfig(host=args.host, port=args.port, reuse_port=args.reuse_port),
+        http=ServerConfig(
+            host=args.host,
+            port=args.port,
+            reuse_port=args.reuse_port,
+            fifo_scheduling=args.fifo_scheduling,
+        ),
         path=args.path,
         stateless=args.stateless,
         json_response_only=args.json_response,

@@ -46,6 +46,7 @@ from .._http11 import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
+from ._scheduling import fifo_batches
 from ._socketio import RESOURCE_ERRNOS, SocketIO, bind_listeners, close_listener
 
 logger = logging.getLogger("trio_mcp.server")
@@ -653,7 +654,8 @@ def run(
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
     `around`, if given, is entered before serving and exited after (an
-    application's lifespan).
+    application's lifespan). Scheduler batches run first in, first out
+    unless ``config.fifo_scheduling`` is off.
     """
     import signal
 
@@ -670,4 +672,5 @@ def run(
                     server.shutdown()
                     break
 
-    trio.run(main)
+    with fifo_batches((config or ServerConfig()).fifo_scheduling):
+        trio.run(main)
