@@ -57,3 +57,13 @@ def test_load_server_by_module_and_errors(tmp_path) -> None:
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("my_app", None)
+
+
+@pytest.mark.parametrize(("flags", "fifo"), [((), True), (("--no-fifo-scheduling",), False)])
+def test_run_passes_the_scheduling_choice(monkeypatch, flags, fifo) -> None:
+    import trio_mcp._cli as cli
+
+    configs = []
+    monkeypatch.setattr(cli, "run_mcp", lambda app, config: configs.append(config))
+    cli.main(["run", f"{EXAMPLES / 'everything.py'}:server", "--log-level", "warning", *flags])
+    assert [config.http.fifo_scheduling for config in configs] == [fifo]
