@@ -9,4 +9,4 @@ cdef class _SessionEvents:
 
 @cython.final
 cdef class MemoryEventStore:
-    cdef public object limits, _sessions
+    cdef public object limits, _sessions, _pending

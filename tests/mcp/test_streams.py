@@ -426,6 +426,36 @@ async def test_append_many_is_append_for_each_session_in_order() -> None:
     assert await store.append_many([], 0, b"none", now=3) == []
 
 
+async def test_a_broadcast_is_buffered_at_settle_or_at_the_next_call() -> None:
+    """append_many numbers the events at once and buffers them later, so the
+    frames can reach the sockets first; no caller can see the difference."""
+    store = MemoryEventStore()
+    first = await store.append("a", 0, b"first", now=0)
+    ids = await store.append_many(["a", "b"], 0, b"news", now=1)
+    assert [len(store._sessions[s].streams.get(0, ())) for s in "ab"] == [1, 0]  # not yet
+    store.settle()
+    assert [len(store._sessions[s].streams[0]) for s in "ab"] == [2, 1]
+    store.settle()  # nothing pending: nothing happens
+    assert store.buffered_bytes() == len(b"first") + 2 * len(b"news")
+
+    # every other call settles first: replay, append, drop_session, prune, buffered_bytes
+    later = await store.append_many(["a"], 0, b"later", now=2)
+    found = await store.replay("a", first, now=2)
+    assert found is not None
+    assert [(e.event_id, e.data) for e in found[1]] == [(ids[0], b"news"), (later[0], b"later")]
+    await store.append_many(["a"], 0, b"then", now=3)
+    after = await store.append("a", 0, b"after", now=3)  # numbered after the pending one
+    found = await store.replay("a", first, now=3)
+    assert found is not None and [e.data for e in found[1]][-2:] == [b"then", b"after"]
+    assert found[1][-1].event_id == after
+    await store.append_many(["b"], 0, b"gone", now=4)
+    await store.drop_session("b")
+    assert await store.replay("b", ids[1], now=4) is None and "b" not in store._sessions
+    await store.append_many(["a"], 0, b"old", now=0)
+    store.prune(now=1000)  # settles, then drops everything older than the age bound
+    assert store.buffered_bytes() == 0
+
+
 async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
     app = notifying_app()
     server = await start_mcp(app, event_buffer_events=2)

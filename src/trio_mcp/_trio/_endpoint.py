@@ -1015,18 +1015,22 @@ class MCPEndpoint:
             ]
             now = self._now()  # one clock reading per broadcast
             # One store call per slice of sessions: few calls, and the first
-            # streams get the event before the last ones are stored.
-            for start in range(0, len(targets), _BROADCAST_SLICE):
-                part = targets[start : start + _BROADCAST_SLICE]
-                event_ids = await self.events.append_many([s.id for s in part], 0, data, now)
-                for session, event_id in zip(part, event_ids, strict=True):
-                    # publish()'s rule for the GET stream, inline: this runs per
-                    # session and a call costs measurably at 10,000 of them
-                    outbox = session.get_stream
-                    if outbox is not None:
-                        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
-                        if not outbox.offer(frame, now):
-                            session.get_stream = None
+            # streams get the event before the last ones are numbered. The
+            # buffers for resumption are written after the last frame is out.
+            try:
+                for start in range(0, len(targets), _BROADCAST_SLICE):
+                    part = targets[start : start + _BROADCAST_SLICE]
+                    event_ids = await self.events.append_many([s.id for s in part], 0, data, now)
+                    for session, event_id in zip(part, event_ids, strict=True):
+                        # publish()'s rule for the GET stream, inline: this runs
+                        # per session and a call costs measurably at 10,000 of them
+                        outbox = session.get_stream
+                        if outbox is not None:
+                            frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
+                            if not outbox.offer(frame, now):
+                                session.get_stream = None
+            finally:
+                self.events.settle()
 
     async def publish(
         self, session: Session, number: int, data: bytes, now: float | None = None
