@@ -72,8 +72,8 @@ def wait_until_accepting(port: int, proc: subprocess.Popen[bytes], limit_s: floa
 
 def bench(
     args: argparse.Namespace, port: int, requests: int, env: dict[str, str], tmp: Path
-) -> dict:
-    """Run `trio-mcp bench` for `requests` operations; its JSON result."""
+) -> None:
+    """Run `trio-mcp bench` for `requests` operations, all of which must succeed."""
     result_file = tmp / f"bench-{requests}.json"
     command = [
         sys.executable,
@@ -102,11 +102,9 @@ def bench(
     done = subprocess.run(command, env=env, capture_output=True, timeout=1800, check=False)
     if done.returncode != 0:
         raise SystemExit(f"trio-mcp bench failed: {done.stderr.decode()[-2000:]}")
-    result: dict = json.loads(result_file.read_text())
-    totals = result["totals"]
+    totals = json.loads(result_file.read_text())["totals"]
     if totals["errors"] or totals["ok"] != requests:
         raise SystemExit(f"trio-mcp bench: {totals['ok']} ok, {totals['errors']} errors")
-    return result
 
 
 def measure(args: argparse.Namespace) -> dict[str, object]:
@@ -132,11 +130,14 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             wait_until_accepting(port, server, limit_s=300)
             if args.warmup:
                 bench(args, port, args.warmup, env, Path(tmp))
-            control = ["callgrind_control"]
-            subprocess.run([*control, "-z", str(server.pid)], check=True, capture_output=True)
+            zero, dump = (
+                ("callgrind_control", "-z", str(server.pid)),
+                ("callgrind_control", "-d", str(server.pid)),
+            )
+            subprocess.run(zero, check=True, capture_output=True)
             started = time.monotonic()
             bench(args, port, args.requests, env, Path(tmp))
-            subprocess.run([*control, "-d", str(server.pid)], check=True, capture_output=True)
+            subprocess.run(dump, check=True, capture_output=True)
             seconds = time.monotonic() - started
         finally:
             server.send_signal(signal.SIGINT)

@@ -456,6 +456,25 @@ async def test_a_broadcast_is_buffered_at_settle_or_at_the_next_call() -> None:
     assert store.buffered_bytes() == 0
 
 
+async def test_a_broadcast_is_buffered_once_its_frames_are_out(start_mcp) -> None:
+    app = notifying_app()
+    server = await start_mcp(app)
+    store = server.handler.events
+    port = server.ports[0]
+    session = await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as client:
+            reader = EventReader(client)
+            await reader.head(get_request(session))
+            await reader.event()  # priming
+            app.notify_tools_changed()
+            event_id, message = await reader.message()
+    assert message["method"] == "notifications/tools/list_changed"
+    # the broadcaster settled the store right after sending, not at its next call
+    assert store._pending == []
+    assert [stored[1] for stored in store._sessions[session].streams[0]][-1] == event_id
+
+
 async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
     app = notifying_app()
     server = await start_mcp(app, event_buffer_events=2)

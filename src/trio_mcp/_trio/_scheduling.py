@@ -49,10 +49,6 @@ class _ArrivalOrderCoin:
         return getattr(self._rng, name)
 
 
-def _run_module() -> Any:
-    return importlib.import_module("trio._core._run")
-
-
 @contextmanager
 def fifo_batches(enabled: bool = True) -> Iterator[bool]:
     """While inside, every trio scheduler batch in this process runs in the
@@ -61,18 +57,14 @@ def fifo_batches(enabled: bool = True) -> Iterator[bool]:
     if not enabled:
         yield False
         return
-    module = _run_module()
+    module: Any = importlib.import_module("trio._core._run")
     with _lock:
         if _users == 0:
             original = getattr(module, "_r", None)
-            if not isinstance(original, random.Random):
-                active = False
-            else:
+            if isinstance(original, random.Random):
                 _saved = original
                 module._r = _ArrivalOrderCoin(original)
-                active = True
-        else:
-            active = True
+        active = _saved is not None  # trio's generator is swapped out
         if active:
             _users += 1
     if not active:
