@@ -112,7 +112,7 @@ class Context:
         self._close_stream = close_stream
         # 2026-07-28: input comes back with the retry (multi round-trip requests).
         self._mrtr = mrtr
-        self._input_responses = input_responses or {}
+        self._input_responses = input_responses if input_responses is not None else {}
         self._asked: dict[str, dict[str, Any]] = {}
         #: Handler data kept across the rounds of a 2026-07-28 request (sealed in
         #: ``requestState``); empty on the first round.
@@ -778,7 +778,7 @@ def tool_result(tool: Tool, value: Any) -> dict[str, Any]:
     if value is None:
         return {"content": []}
     if isinstance(value, str):
-        return {"content": [_content.text(value)]}
+        return {"content": [{"type": "text", "text": value}]}  # _content.text(value), inlined
     if _content.is_content(value):
         return {"content": [value]}
     if isinstance(value, list) and value and all(_content.is_content(v) for v in value):

@@ -21,6 +21,9 @@ from ._versions import LEGACY_VERSIONS
 MODERN_VERSIONS: Final = ("2026-07-28",)
 #: Every version this server speaks, newest first (``supportedVersions``).
 ALL_VERSIONS: Final = MODERN_VERSIONS + tuple(reversed(LEGACY_VERSIONS))
+#: The legacy revisions as MCP-Protocol-Version header values: read per request
+#: without decoding the header.
+_LEGACY_HEADER_VALUES: Final = frozenset(v.encode("ascii") for v in LEGACY_VERSIONS)
 
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
@@ -72,7 +75,7 @@ def is_modern(header_version: bytes | None, params: object) -> bool:
     for the missing header, with a modern error a dual-era client understands).
     """
     if header_version is not None:
-        return header_version.decode("latin-1") not in LEGACY_VERSIONS
+        return header_version not in _LEGACY_HEADER_VALUES
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and META_VERSION in meta
 

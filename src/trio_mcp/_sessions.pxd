@@ -4,6 +4,10 @@
 cimport cython
 
 @cython.final
+cdef class SessionIds:
+    cdef public object _pool, _next
+
+@cython.final
 cdef class Session:
     cdef public object id, principal, protocol_version, client_capabilities
     cdef public object client_info, log_level, subscriptions, in_flight, pending

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import os
 
 import pytest
 
-from trio_mcp._sessions import SessionsFull, SessionTable, new_session_id
+from trio_mcp._sessions import SessionIds, SessionsFull, SessionTable, new_session_id
 
 
 def table(max_sessions: int = 3, idle: float = 100.0) -> SessionTable:
@@ -64,3 +65,38 @@ def test_default_ids_are_random_visible_ascii() -> None:
     ids = {new_session_id() for _ in range(1000)}
     assert len(ids) == 1000
     assert all(len(i) == 32 and all(0x21 <= ord(c) <= 0x7E for c in i) for i in ids)
+
+
+def test_ids_stay_distinct_across_reads_of_the_random_source() -> None:
+    ids = SessionIds()
+    seen = [ids() for _ in range(3 * 256 + 5)]  # four reads of 256 ids
+    assert len(set(seen)) == len(seen)
+    assert all(int(i, 16) >= 0 and i == i.lower() for i in seen)
+
+
+def test_forget_drops_the_unused_random_bytes() -> None:
+    ids = SessionIds()
+    ids()
+    would_be_next = ids._pool[16:32].hex()
+    ids.forget()
+    assert ids() != would_be_next
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_mints_ids_of_its_own() -> None:
+    new_session_id()  # the parent holds unused random bytes now
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its next id and leave at once
+        try:
+            os.write(write, new_session_id().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    try:
+        child = os.read(read, 64).decode()
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert len(child) == 32
+    assert child != new_session_id()

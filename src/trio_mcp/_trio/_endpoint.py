@@ -65,7 +65,7 @@ from .._streamable import (
     is_json_content_type,
     origin_allowed,
 )
-from .._versions import BATCH_VERSION, HEADERLESS_VERSION, negotiate
+from .._versions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS, negotiate
 from ._dispatch import Dispatcher
 from ._server import HTTPServer, run, serve
 from ._streams import (
@@ -84,6 +84,9 @@ logger = logging.getLogger("trio_mcp.endpoint")
 Authenticator = Callable[[Request], Awaitable[object | None]]
 
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+#: A session's protocol version as the MCP-Protocol-Version header value: its
+#: requests' headers are compared without decoding them.
+_HEADER_VALUES: Final = {version: version.encode("latin-1") for version in LEGACY_VERSIONS}
 _ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
 _LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 
@@ -402,7 +405,10 @@ class MCPEndpoint:
                 403, INVALID_REQUEST, "Forbidden: the session belongs to another principal"
             )
         header = request.singles.get(b"mcp-protocol-version")
-        if header is not None and header.decode("latin-1") != session.protocol_version:
+        version = session.protocol_version
+        if header is not None and header != (
+            _HEADER_VALUES.get(version) or version.encode("latin-1")
+        ):
             raise _Reject(
                 400, INVALID_REQUEST, "Bad Request: MCP-Protocol-Version differs from the session's"
             )
