@@ -22,7 +22,7 @@ from ._mrtr import InputRequired
 from ._schema import (
     HeaderParam,
     JSONSchema,
-    compile_validator,
+    compile_checks,
     header_params,
     schema_for,
     signature_schema,
@@ -318,7 +318,8 @@ class Tool:
     is_async: bool
     param_names: tuple[str, ...]
     context_param: str | None
-    validate: Callable[[Any], str | None]
+    accepts: Callable[[Any], bool]  # the arguments' fast check...
+    validate: Callable[[Any], str | None]  # ...and why they fail it
     wrap_result: bool  # structured output of a non-object type, wrapped as {"result": ...}
     has_output_schema: bool
     header_params: tuple[HeaderParam, ...]
@@ -525,13 +526,15 @@ class Server:
         listing["inputSchema"] = schema
         _put(listing, "outputSchema", output_schema)
         _put(listing, "annotations", annotations)
+        accepts, validate = compile_checks(schema)
         tool = Tool(
             name=tool_name,
             fn=fn,
             is_async=_is_async(fn),
             param_names=tuple(names),
             context_param=context_param,
-            validate=compile_validator(schema),
+            accepts=accepts,
+            validate=validate,
             wrap_result=wrap_result,
             has_output_schema=output_schema is not None,
             header_params=mirrored,

@@ -182,8 +182,12 @@ def param_docs(doc: str) -> dict[str, str]:
     return found
 
 
-def compile_validator(schema: JSONSchema) -> Callable[[Any], str | None]:
-    """A function that returns None for valid input, else a short reason."""
+def compile_checks(
+    schema: JSONSchema,
+) -> tuple[Callable[[Any], bool], Callable[[Any], str | None]]:
+    """Two checks of one compiled schema: ``accepts(instance)``, the fast yes or
+    no for every request (a call straight into the validator), and
+    ``validate(instance)``, None for valid input, else a short reason."""
     try:
         validator = jsonschema_rs.validator_for(schema)
     except (ValueError, jsonschema_rs.ValidationError) as exc:
@@ -198,7 +202,7 @@ def compile_validator(schema: JSONSchema) -> Callable[[Any], str | None]:
             return f"{where}: {error.message}" if where else error.message
         return "invalid"  # pragma: no cover - is_valid and iter_errors disagree
 
-    return check
+    return is_valid, check
 
 
 # ---- x-mcp-header: tool arguments mirrored in Mcp-Param-* headers (2026-07-28) ----

@@ -23,8 +23,9 @@ from trio_mcp import (
     StreamingResponse,
 )
 
-# Time limits are checked once per tick: they fire no earlier than the limit
-# and at most one tick (1 s with the default limits) late.
+# Time limits are checked twice a second with the default limits, and a phase
+# is timed from the first check that sees it: they fire no earlier than the
+# limit and at most 1 s late.
 TICK = 1.0
 
 
@@ -67,6 +68,19 @@ async def test_idle_timeout_closes_silently_after_30_s(nursery, autojump_clock) 
 
 async def test_idle_timeout_is_configurable(nursery, autojump_clock) -> None:
     _, client, _ = await start(nursery, idle_timeout_s=2.5)
+    t0 = trio.current_time()
+    assert await client.read_until_eof() == b""
+    assert fired_after(trio.current_time() - t0, 2.5)
+
+
+async def test_each_request_starts_a_new_idle_limit(nursery, autojump_clock) -> None:
+    # Five requests 2 s apart keep a connection with a 2.5 s idle limit open
+    # for 10 s: every idle phase is timed from its own start.
+    _, client, _ = await start(nursery, idle_timeout_s=2.5)
+    for n in range(5):
+        await trio.sleep(2)
+        await client.send(post(b"[%d]" % n))
+        assert (await client.read_reply()).body == b"[%d]" % n
     t0 = trio.current_time()
     assert await client.read_until_eof() == b""
     assert fired_after(trio.current_time() - t0, 2.5)

@@ -133,11 +133,12 @@ class Dispatcher:
         arguments = params.get("arguments", {})
         if arguments is None:
             arguments = {}
-        problem = (
-            tool.validate(arguments)
-            if isinstance(arguments, dict)
-            else "arguments must be an object"
-        )
+        if not isinstance(arguments, dict):
+            problem: str | None = "arguments must be an object"
+        elif tool.accepts(arguments):
+            problem = None
+        else:
+            problem = tool.validate(arguments)
         if problem is not None:
             message = f"Invalid arguments for tool {tool.name}: {problem}"
             if at_least(version, "2025-11-25"):

@@ -8,7 +8,7 @@ cdef class _DateCache:
 
 @cython.final
 cdef class _Connection:
-    cdef public object http, timer, deadline, waiting_idle
+    cdef public object http, timer, limit, since, waiting_idle
 
 @cython.final
 cdef class HTTPServer:
@@ -17,4 +17,4 @@ cdef class HTTPServer:
 
 @cython.final
 cdef class ResponseWriter:
-    cdef public object _stream, _conn, _dates, _write_timeout, _now, state, broken
+    cdef public object _stream, _conn, _dates, _write_timeout, state, broken

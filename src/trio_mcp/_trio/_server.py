@@ -4,11 +4,13 @@ Everything protocol-shaped is decided by `HTTP11Connection`; this module only
 moves bytes, owns tasks and applies time limits. Each connection task is the
 only writer on its socket, so response bytes and stream chunks never tear.
 
-Time limits: each connection runs inside one cancel scope and keeps its
-current deadline as a plain number, moved as it changes phase (idle, head,
-body, writing; none while the handler runs). One sweeper task per server
-cancels the scopes whose deadline has passed, so a request costs no work in
-trio's deadline heap; limits fire up to `HTTPServer.timeout_tick_s` late.
+Time limits: each connection runs inside one cancel scope and keeps the
+limit of its current phase (idle, head, body, writing; none while the handler
+runs) as a plain number, set as it changes phase without reading the clock.
+One sweeper task per server notes when it first sees each phase and cancels
+the scopes whose limit has passed since, so a request costs no clock reading
+and no work in trio's deadline heap; limits fire no earlier than set and up
+to two ticks (`HTTPServer.timeout_tick_s`) late.
 """
 
 from __future__ import annotations
@@ -101,19 +103,28 @@ class _ByteStream(Protocol):
 class _Connection:
     """Book-keeping the server needs for one connection: time limit and drain.
 
-    `deadline` is a plain number that the connection task moves as it changes
-    phase; `HTTPServer.enforce_timeouts` cancels `timer` once it has passed. That
-    keeps deadline bookkeeping off trio's deadline heap on every request.
+    `limit` is how long the current phase may take (inf: no limit) and `since`
+    when the sweeper first saw that phase (None: not yet). The connection task
+    sets both as it changes phase (`limit_phase`), without reading the clock;
+    `HTTPServer.enforce_timeouts` stamps `since` and cancels `timer` once
+    `limit` has passed since then. That keeps time limits off trio's deadline
+    heap and off the clock on every request.
     """
 
-    __slots__ = ("http", "timer", "deadline", "waiting_idle")
+    __slots__ = ("http", "timer", "limit", "since", "waiting_idle")
 
     def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
         self.http = http
         self.timer = timer
-        self.deadline = math.inf
+        self.limit = math.inf
+        self.since: float | None = None
         #: True while blocked reading the first byte of a next request.
         self.waiting_idle = False
+
+    def limit_phase(self, seconds: float) -> None:
+        """A new phase begins that may take `seconds` (inf: no limit)."""
+        self.limit = seconds
+        self.since = None
 
     def drain(self) -> None:
         self.http.draining = True
@@ -152,8 +163,9 @@ class HTTPServer:
             config.body_timeout_s,
             config.write_timeout_s,
         )
-        #: How often time limits are checked: they fire up to this much late.
-        self.timeout_tick_s = min(1.0, shortest / 4)
+        #: How often time limits are checked: they fire up to twice this late
+        #: (a phase is timed from the first check that sees it).
+        self.timeout_tick_s = min(0.5, shortest / 8)
 
     @property
     def ports(self) -> list[int]:
@@ -195,7 +207,10 @@ class HTTPServer:
             await trio.sleep(tick)
             now = trio.current_time()
             for conn in self._connections:
-                if conn.deadline <= now:
+                since = conn.since
+                if since is None:
+                    conn.since = now  # a phase begun since the last tick
+                elif now - since >= conn.limit:
                     conn.timer.cancel()
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
@@ -305,28 +320,27 @@ class HTTPServer:
         write_timeout = config.write_timeout_s
         handler = self.handler
         dates = self._dates
-        now = trio.lowlevel.current_clock().current_time  # trio.current_time, minus two calls
-        deadline_phase: Phase | None = None
+        limited_phase: Phase | None = None
         while True:
             try:
                 event = http.next_event()
             except RemoteProtocolError as exc:
-                conn.deadline = now() + write_timeout
+                conn.limit_phase(write_timeout)
                 await _send_quietly(stream, http.error_response(exc, dates.get()))
                 return False
             if event is NEED_DATA:
                 phase = http.phase
-                if phase is not deadline_phase:
-                    # Each phase gets its own whole-phase deadline.
-                    deadline_phase = phase
+                if phase is not limited_phase:
+                    # Each phase gets its own whole-phase limit.
+                    limited_phase = phase
                     if phase is IDLE:
                         if http.draining:
                             return False
-                        conn.deadline = now() + config.idle_timeout_s
+                        conn.limit_phase(config.idle_timeout_s)
                     elif phase is HEAD:
-                        conn.deadline = now() + config.head_timeout_s
+                        conn.limit_phase(config.head_timeout_s)
                     else:
-                        conn.deadline = now() + config.body_timeout_s
+                        conn.limit_phase(config.body_timeout_s)
                 conn.waiting_idle = phase is IDLE
                 try:
                     data = await stream.receive_some(chunk_size)
@@ -342,8 +356,8 @@ class HTTPServer:
                 return True
             assert isinstance(event, Request)
             self._requests_total += 1
-            deadline_phase = None
-            conn.deadline = math.inf
+            limited_phase = None
+            conn.limit = math.inf
             try:
                 response = await handler(event)
             except Exception:
@@ -353,18 +367,18 @@ class HTTPServer:
             # not keep its head and body alive.
             del event
             if type(response) is Response:
-                conn.deadline = now() + write_timeout
+                conn.limit_phase(write_timeout)
                 try:
                     await stream.send_all(http.full_response(response, dates.get()))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
             elif type(response) is DeferredResponse:
-                # (its writer sets the deadline of each write)
-                if not await self._deferred(stream, conn, response, now):
+                # (its writer sets the limit of each write)
+                if not await self._deferred(stream, conn, response):
                     return True
             else:
                 assert isinstance(response, StreamingResponse)
-                conn.deadline = now() + write_timeout
+                conn.limit_phase(write_timeout)
                 if not await self._stream(stream, conn, response, write_timeout):
                     return True
             if http.must_close:
@@ -375,11 +389,10 @@ class HTTPServer:
         stream: _ByteStream,
         conn: _Connection,
         response: DeferredResponse,
-        now: Callable[[], float],
     ) -> bool:
         """Let a DeferredResponse write its answer; False when the peer went away."""
-        writer = ResponseWriter(stream, conn, self._dates, self.config.write_timeout_s, now)
-        conn.deadline = math.inf
+        writer = ResponseWriter(stream, conn, self._dates, self.config.write_timeout_s)
+        conn.limit = math.inf
         try:
             await response.respond(writer)
         except Exception:
@@ -405,20 +418,19 @@ class HTTPServer:
         """Send a streamed response; False when the peer went away mid-stream."""
         http = conn.http
         body = response.body
-        now = trio.current_time
         try:
             await stream.send_all(
                 http.start_stream(response.status, response.headers, self._dates.get())
             )
             if http.stream_body_allowed:
-                conn.deadline = math.inf  # producing the next piece may take long
+                conn.limit = math.inf  # producing the next piece may take long
                 async for piece in body:
                     data = http.stream_chunk(piece)
                     if data:
-                        conn.deadline = now() + write_timeout
+                        conn.limit_phase(write_timeout)
                         await stream.send_all(data)
-                        conn.deadline = math.inf
-            conn.deadline = now() + write_timeout
+                        conn.limit = math.inf
+            conn.limit_phase(write_timeout)
             await stream.send_all(http.end_stream())
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -456,7 +468,7 @@ class ResponseWriter:
     connection closes after the answer.
     """
 
-    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "_now", "state", "broken")
+    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "state", "broken")
 
     def __init__(
         self,
@@ -464,13 +476,11 @@ class ResponseWriter:
         conn: _Connection,
         dates: _DateCache,
         write_timeout: float,
-        now: Callable[[], float] = trio.current_time,
     ) -> None:
         self._stream = stream
         self._conn = conn
         self._dates = dates
         self._write_timeout = write_timeout
-        self._now = now
         self.state = _NEW
         #: True once a write failed: the peer is gone.
         self.broken = False
@@ -490,13 +500,13 @@ class ResponseWriter:
         if self.broken or not data:
             return
         conn = self._conn
-        conn.deadline = self._now() + self._write_timeout
+        conn.limit_phase(self._write_timeout)
         try:
             await self._stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
         finally:
-            conn.deadline = math.inf
+            conn.limit = math.inf
 
     async def respond(self, response: Response) -> None:
         """Send one complete response."""
@@ -506,13 +516,13 @@ class ResponseWriter:
         if self.broken:
             return
         conn = self._conn
-        conn.deadline = self._now() + self._write_timeout
+        conn.limit_phase(self._write_timeout)
         try:  # _write, inlined: this is every JSON answer
             await self._stream.send_all(conn.http.full_response(response, self._dates.get()))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
         finally:
-            conn.deadline = math.inf
+            conn.limit = math.inf
 
     async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
         """Send the head of a streamed answer, and `first` piece of the body with it
