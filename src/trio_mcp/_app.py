@@ -439,6 +439,8 @@ class Server:
         #: Called with each server notification (method, params, resource uri or
         #: None); the endpoints serving this app listen here.
         self.listeners: list[Callable[[str, dict[str, Any], str | None], None]] = []
+        self._capabilities_key: tuple[bool, ...] | None = None
+        self._capabilities: dict[str, Any] = {}
         for fn in tools:
             self.add_tool(fn)
         for fn in prompts:
@@ -733,8 +735,22 @@ class Server:
 
     # ---- what initialize announces ----------------------------------------
 
+    def shared_capabilities(self) -> dict[str, Any]:
+        """`capabilities()` as one shared dict, rebuilt only when what they depend
+        on changes (every initialize answer carries them); callers must not
+        modify it."""
+        key = (
+            bool(self.tools),
+            bool(self.resources or self.resource_templates),
+            bool(self.prompts),
+            self.completer is not None,
+        )
+        if key != self._capabilities_key:
+            self._capabilities_key, self._capabilities = key, self.capabilities()
+        return self._capabilities
+
     def capabilities(self) -> dict[str, Any]:
-        """The server capabilities, derived from what is registered."""
+        """The server capabilities, derived from what is registered (a new dict)."""
         caps: dict[str, Any] = {"logging": {}}
         if self.tools:
             caps["tools"] = {"listChanged": True}

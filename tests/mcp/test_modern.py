@@ -652,3 +652,24 @@ def test_the_modern_methods_follow_what_is_registered() -> None:
     assert {"tools/list", "tools/call"} <= dispatch.modern_methods()
     app.remove_tool("echo")
     assert dispatch.modern_methods() == {"server/discover"}
+
+
+def test_the_shared_capabilities_follow_what_is_registered() -> None:
+    """Initialize answers share one capabilities dict until a registration changes it."""
+    from trio_mcp import Server
+
+    app = Server("shared")
+    first = app.shared_capabilities()
+    assert first == {"logging": {}} and app.shared_capabilities() is first
+
+    async def echo(text: str) -> str:
+        return text
+
+    app.add_tool(echo)
+    assert app.shared_capabilities()["tools"] == {"listChanged": True}
+    app.add_prompt(echo, name="p")
+    assert "prompts" in app.shared_capabilities()
+    app.remove_tool("echo")
+    assert "tools" not in app.shared_capabilities()
+    assert app.shared_capabilities() == app.capabilities()
+    assert app.capabilities() is not app.capabilities()  # the public call copies

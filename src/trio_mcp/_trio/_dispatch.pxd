@@ -4,4 +4,4 @@
 cimport cython
 
 cdef class Dispatcher:
-    cdef public object app, methods, _modern_methods
+    cdef public object app, methods, _modern_for, _modern_methods

@@ -38,7 +38,7 @@ logger = logging.getLogger("trio_mcp.endpoint")
 class Dispatcher:
     """Answers MCP requests from the functions registered on `app`."""
 
-    __slots__ = ("app", "methods", "_modern_methods")
+    __slots__ = ("app", "methods", "_modern_for", "_modern_methods")
 
     def __init__(self, app: Server) -> None:
         self.app = app
@@ -58,22 +58,16 @@ class Dispatcher:
             "completion/complete": self._completion_complete,
             "server/discover": self._discover,
         }
-        self._modern_methods: dict[tuple[bool, ...], frozenset[str]] = {}
+        #: The capabilities _modern_methods was built from.
+        self._modern_for: dict[str, Any] | None = None
+        self._modern_methods: frozenset[str] = frozenset()
 
     def modern_methods(self) -> frozenset[str]:
         """The methods a 2026-07-28 request may call: no handshake or session methods,
         and only what the server's capabilities advertise."""
-        app = self.app
-        # what the capabilities depend on, so the set is built once per change
-        key = (
-            bool(app.tools),
-            bool(app.resources or app.resource_templates),
-            bool(app.prompts),
-            app.completer is not None,
-        )
-        methods = self._modern_methods.get(key)
-        if methods is None:
-            caps = app.capabilities()
+        caps = self.app.shared_capabilities()
+        # built once per change of the capabilities (a new shared dict)
+        if caps is not self._modern_for:
             found = {"server/discover"}
             if "tools" in caps:
                 found |= {"tools/list", "tools/call"}
@@ -83,15 +77,15 @@ class Dispatcher:
                 found |= {"prompts/list", "prompts/get"}
             if "completions" in caps:
                 found.add("completion/complete")
-            methods = self._modern_methods[key] = frozenset(found)
-        return methods
+            self._modern_for, self._modern_methods = caps, frozenset(found)
+        return self._modern_methods
 
     async def _discover(
         self, params: dict[str, Any], ctx: Context, session: Any, version: str
     ) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": list(ALL_VERSIONS),
-            "capabilities": self.app.capabilities(),
+            "capabilities": self.app.shared_capabilities(),
         }
         if self.app.instructions is not None:
             result["instructions"] = self.app.instructions

@@ -601,7 +601,7 @@ class MCPEndpoint:
         if not isinstance(wanted, dict):
             error = MCPError(INVALID_PARAMS, "Invalid params: notifications must be an object")
             return Response(400, _JSON_HEADERS, dumps(error_message(message.id, error)))
-        caps = self.app.capabilities()
+        caps = self.app.shared_capabilities()
         honored: dict[str, Any] = {}
         for flag, capability in _LISTEN_FLAGS.items():
             if wanted.get(flag) is True and caps.get(capability, {}).get("listChanged"):
@@ -698,7 +698,7 @@ class MCPEndpoint:
         if not self.config.stateless:
             try:
                 session = self.sessions.create(
-                    principal, version, capabilities, client_info, trio.current_time()
+                    principal, version, capabilities, client_info, self._now()
                 )
             except SessionsFull:
                 return _error_response(
@@ -724,7 +724,7 @@ class MCPEndpoint:
         version = negotiate(params.get("protocolVersion"))
         result: dict[str, Any] = {
             "protocolVersion": version,
-            "capabilities": self.app.capabilities(),
+            "capabilities": self.app.shared_capabilities(),
             "serverInfo": self._server_info(),
         }
         if self.app.instructions is not None:
