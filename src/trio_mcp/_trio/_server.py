@@ -550,11 +550,11 @@ class ResponseWriter:
         if self.broken:
             return None
         data = self._conn.http.stream_chunk(piece)
-        send_nowait = getattr(self._stream, "send_nowait", None)
-        if send_nowait is None or not data:
+        stream = self._stream
+        if type(stream) is not SocketIO or not data:
             return data  # a trio stream: the stream's task writes it
         try:
-            sent: int = send_nowait(data)
+            sent = stream.send_nowait(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
             return None
