@@ -76,9 +76,9 @@ class Context:
         "lifespan",
     )
 
+    # The endpoint passes these by position (see MCPEndpoint._run): keep the order.
     def __init__(
         self,
-        *,
         request_id: str | int,
         session_id: str | None,
         principal: object,

