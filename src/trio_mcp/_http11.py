@@ -191,6 +191,12 @@ def _status_line(status: int) -> bytes:
 _STATUS_LINES: Final = {int(s): _status_line(int(s)) for s in HTTPStatus}
 # Statuses whose responses never have a body (RFC 9110 6.4.1).
 _NO_BODY_STATUSES: Final = frozenset({204, 304}) | frozenset(range(100, 200))
+# The Content-Length lines of bodies up to _LENGTH_LINES_BELOW bytes (most JSON
+# answers), formatted once: formatting costs 50 ns per response, the table 30 KiB.
+_LENGTH_LINES_BELOW: Final = 512
+_LENGTH_LINES: Final = tuple(
+    b"\r\ncontent-length: %d" % size for size in range(_LENGTH_LINES_BELOW)
+)
 
 
 def status_line(status: int) -> bytes:
@@ -421,7 +427,12 @@ class HTTP11Connection:
         if status in _NO_BODY_STATUSES:
             body = b""
         else:
-            parts.append(b"\r\ncontent-length: %d" % len(body))
+            size = len(body)
+            parts.append(
+                _LENGTH_LINES[size]
+                if size < _LENGTH_LINES_BELOW
+                else b"\r\ncontent-length: %d" % size
+            )
             if self._head_request:
                 body = b""
                 self._head_request = False

@@ -351,3 +351,15 @@ def test_method_not_allowed_names_the_methods() -> None:
 def test_response_without_request_is_a_local_error() -> None:
     with pytest.raises(LocalProtocolError):
         conn().full_response(Response(200), DATE)
+
+
+@pytest.mark.parametrize("size", [0, 1, 9, 10, 511, 512, 513, 70_000])
+def test_content_length_is_the_body_length(size: int) -> None:
+    # (small bodies take a pre-formatted line; the boundary is 512 bytes)
+    c = conn()
+    c.receive_data(post())
+    next_request(c)
+    body = b"x" * size
+    _, headers, sent = split_response(c.full_response(Response(200, [], body), DATE))
+    assert headers[b"content-length"] == str(size).encode()
+    assert sent == body

@@ -1117,9 +1117,10 @@ class MCPEndpoint:
             )
         meta = params.get("_meta")
         progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+        emit = stream.emit
         ask = None
         if session is not None and not self.config.json_response_only:
-            ask = functools.partial(self._ask_client, session, stream.emit)
+            ask = functools.partial(self._ask_client, session, emit)
         log_level: str | None
         mrtr = envelope is not None and method in _MRTR_METHODS
         input_responses: dict[str, Any] = {}
@@ -1159,7 +1160,7 @@ class MCPEndpoint:
             version,  # protocol_version
             capabilities,  # client_capabilities
             progress_token,
-            stream.emit,
+            emit,
             log_level,
             scope,  # cancel_scope
             self.lifespan_state,  # lifespan
