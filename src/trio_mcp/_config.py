@@ -117,7 +117,9 @@ class MCPConfig:
             initialize still works but mints no session id.
         max_sessions: live sessions at most; initialize beyond gets 503.
         session_idle_timeout_s: a session unused this long ends (time inside a
-            running request does not count).
+            running request does not count). Checked at each sweep (every
+            10 s, or a quarter of this or of event_buffer_age_s when that is
+            shorter); a session may last up to three sweeps longer, never less.
         allowed_origins: Origin values (``https://app.example``) browsers may
             call from; ``*`` allows any. Loopback origins are always allowed
             when the server is bound to loopback.

@@ -16,4 +16,4 @@ cdef class Session:
 
 @cython.final
 cdef class SessionTable:
-    cdef public object _sessions, max_sessions, idle_timeout_s, _new_id, _ended
+    cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended

@@ -124,17 +124,21 @@ class SessionTable:
     not count as idle: a session with active requests never expires.
     """
 
-    __slots__ = ("_sessions", "max_sessions", "idle_timeout_s", "_new_id", "_ended")
+    __slots__ = ("_sessions", "max_sessions", "idle_timeout_s", "grace_s", "_new_id", "_ended")
 
     def __init__(
         self,
         max_sessions: int,
         idle_timeout_s: float,
         new_id: Callable[[], str] = new_session_id,
+        grace_s: float = 0.0,
     ) -> None:
         self._sessions: dict[str, Session] = {}
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
+        #: Idle time allowed beyond `idle_timeout_s`, for an owner whose "now"
+        #: lags the clock by up to this much: no session then ends early.
+        self.grace_s = grace_s
         self._new_id = new_id
         # Sessions that expired and still hold resources elsewhere (streams,
         # event buffers); the owner collects them with `take_ended`.
@@ -197,7 +201,10 @@ class SessionTable:
         return ended
 
     def _expired(self, session: Session, now: float) -> bool:
-        return session.active_requests == 0 and now - session.last_active > self.idle_timeout_s
+        return (
+            session.active_requests == 0
+            and now - session.last_active > self.idle_timeout_s + self.grace_s
+        )
 
     @staticmethod
     def begin_request(session: Session) -> None:

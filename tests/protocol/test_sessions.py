@@ -100,3 +100,10 @@ def test_a_forked_child_mints_ids_of_its_own() -> None:
         os.waitpid(pid, 0)
     assert len(child) == 32
     assert child != new_session_id()
+
+
+def test_grace_extends_the_idle_time_before_expiry() -> None:
+    sessions = SessionTable(3, 100.0, new_id=lambda: "g", grace_s=50.0)
+    session = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    assert sessions.get(session.id, now=149) is session  # idle 149 of 100 + 50
+    assert sessions.get(session.id, now=149 + 150.5) is None

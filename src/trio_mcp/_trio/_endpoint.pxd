@@ -5,7 +5,8 @@ cimport cython
 
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, sessions, _accept_cache
-    cdef public object _host_verdicts, _now, _server_info_key, _server_info_value
+    cdef public object _host_verdicts, _now, _sweep_interval_s, _swept_at
+    cdef public object _server_info_key, _server_info_value
     cdef public object events, _broadcasts, _listeners, _nursery, lifespan_state
     cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts, dispatch
     cdef public object sealer

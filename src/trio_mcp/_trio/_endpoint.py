@@ -223,6 +223,8 @@ class MCPEndpoint:
         "_accept_cache",
         "_host_verdicts",
         "_now",
+        "_sweep_interval_s",
+        "_swept_at",
         "_server_info_key",
         "_server_info_value",
         "events",
@@ -249,7 +251,20 @@ class MCPEndpoint:
         self.app = app
         self.config = config = config or MCPConfig()
         self.authenticate = authenticate
-        self.sessions = SessionTable(config.max_sessions, config.session_idle_timeout_s)
+        #: How often idle sessions and old events are swept.
+        self._sweep_interval_s = min(
+            config.session_idle_timeout_s / 4, config.event_buffer_age_s / 4, 10.0
+        )
+        #: trio's clock at the last sweep. Sessions measure idle time with it,
+        #: so a request reads no clock for them; it lags the clock by up to a
+        #: sweep interval (plus the sweeper's own delay), and the table's grace
+        #: of two intervals keeps any session from ending early.
+        self._swept_at = 0.0
+        self.sessions = SessionTable(
+            config.max_sessions,
+            config.session_idle_timeout_s,
+            grace_s=2 * self._sweep_interval_s,
+        )
         self._accept_cache: dict[tuple[bytes, ...], bool] = {}
         self._host_verdicts: dict[bytes | None, bool] = {}
         #: trio.current_time; the run's clock itself (two calls fewer) while running.
@@ -352,6 +367,7 @@ class MCPEndpoint:
             nursery = await stack.enter_async_context(trio.open_nursery())
             self._nursery = nursery
             self._now = trio.lowlevel.current_clock().current_time
+            self._swept_at = trio.current_time()
             send, receive = trio.open_memory_channel[Any](_BROADCAST_QUEUE)
             self._broadcasts = send
             self.app.listeners.append(self._on_app_event)
@@ -397,7 +413,7 @@ class MCPEndpoint:
         raw = request.singles.get(b"mcp-session-id")
         if raw is None:
             return None
-        session = self.sessions.get(raw.decode("latin-1"), self._now())
+        session = self.sessions.get(raw.decode("latin-1"), self._swept_at)
         if session is None:
             raise _Reject(404, INVALID_REQUEST, "Session not found: initialize a new session")
         if session.principal != principal:
@@ -698,7 +714,7 @@ class MCPEndpoint:
         if not self.config.stateless:
             try:
                 session = self.sessions.create(
-                    principal, version, capabilities, client_info, self._now()
+                    principal, version, capabilities, client_info, self._swept_at
                 )
             except SessionsFull:
                 return _error_response(
@@ -855,7 +871,7 @@ class MCPEndpoint:
             await outbox.pump(writer, self.config.keepalive_s)
         finally:
             if number == 0:
-                self.sessions.end_request(session, self._now())
+                self.sessions.end_request(session, self._swept_at)
             if session.get_stream is outbox:
                 session.get_stream = None
             outbox.close()
@@ -889,7 +905,7 @@ class MCPEndpoint:
             raise _Reject(503, INTERNAL_ERROR, "Service Unavailable: the endpoint is not running")
         principal = await self._principal(request)
         try:
-            session = self.sessions.create(principal, "2024-11-05", {}, {}, trio.current_time())
+            session = self.sessions.create(principal, "2024-11-05", {}, {}, self._swept_at)
         except SessionsFull:
             raise _Reject(
                 503,
@@ -922,7 +938,7 @@ class MCPEndpoint:
         if session_id is None:
             raise _Reject(400, INVALID_REQUEST, "Bad Request: session_id is required")
         principal = await self._principal(request)
-        session = self.sessions.get(session_id, trio.current_time())
+        session = self.sessions.get(session_id, self._swept_at)
         if session is None or session.get_stream is None:
             raise _Reject(404, INVALID_REQUEST, "Session not found")
         if session.principal != principal:
@@ -970,12 +986,9 @@ class MCPEndpoint:
 
     async def _sweeper(self) -> None:
         """Expire idle sessions and old events, and free what expired sessions held."""
-        interval = min(
-            self.config.session_idle_timeout_s / 4, self.config.event_buffer_age_s / 4, 10.0
-        )
         while True:
-            await trio.sleep(interval)
-            now = trio.current_time()
+            await trio.sleep(self._sweep_interval_s)
+            now = self._swept_at = trio.current_time()
             self.sessions.expire(now)
             await self._release_ended()
             prune = getattr(self.events, "prune", None)
@@ -1202,7 +1215,7 @@ class MCPEndpoint:
         finally:
             del in_flight[request_id]
             if session is not None:
-                self.sessions.end_request(session, self._now())
+                self.sessions.end_request(session, self._swept_at)
 
     async def _ask_client(
         self,
