@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import email.utils
 import itertools
 import signal
+import time
 from collections.abc import AsyncIterator
 
 import trio
@@ -22,6 +24,19 @@ async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: HT
                 assert reply.header(b"connection") is None
                 assert reply.header(b"date") is not None
     assert echo_server.statistics().connections_total == 1
+
+
+async def test_the_date_header_is_the_time_of_the_answer(echo_server: HTTPServer) -> None:
+    # (refreshed by the server's sweeper, so within a tick of the clock)
+    async with await connect(echo_server.ports[0]) as client:
+        with trio.fail_after(10):
+            for _ in range(5):  # 3 s: a Date that stopped moving would be caught
+                await client.send(post(b"[1]"))
+                date = (await client.read_reply()).header(b"date")
+                assert date is not None
+                sent = email.utils.parsedate_to_datetime(date.decode()).timestamp()
+                assert time.time() - 2 <= sent <= time.time()
+                await trio.sleep(0.6)
 
 
 async def test_pipelining_over_a_socket(echo_server: HTTPServer) -> None:

@@ -4,7 +4,7 @@
 cimport cython
 
 cdef class _DateCache:
-    cdef public object _second, _value
+    cdef public object _second, _value, _tickers
 
 @cython.final
 cdef class _Connection:

@@ -21,7 +21,7 @@ import logging
 import math
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -74,21 +74,44 @@ class HTTPServerStatistics:
 
 
 class _DateCache:
-    """The Date header value, formatted once per second."""
+    """The Date header value, formatted once per second.
 
-    __slots__ = ("_second", "_value")
+    While a sweeper ticks (`HTTPServer.enforce_timeouts`, at least twice a
+    second), it refreshes the value and a response reads it without the
+    clock, so the Date may lag by up to a tick; otherwise every read checks
+    the clock.
+    """
+
+    __slots__ = ("_second", "_value", "_tickers")
 
     def __init__(self) -> None:
         self._second = -1
         self._value = b""
+        #: How many sweepers refresh the value now.
+        self._tickers = 0
 
     def get(self) -> bytes:
+        if self._tickers:
+            return self._value
+        return self.refresh()
+
+    def refresh(self) -> bytes:
         now = time.time()
         second = int(now)
         if second != self._second:
             self._second = second
             self._value = formatdate(now, usegmt=True).encode("ascii")
         return self._value
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        """While entered, the caller calls `refresh` at least twice a second."""
+        self.refresh()
+        self._tickers += 1
+        try:
+            yield
+        finally:
+            self._tickers -= 1
 
 
 class _ByteStream(Protocol):
@@ -203,15 +226,20 @@ class HTTPServer:
         Run it beside `handle_stream` when serving streams yourself.
         """
         tick = self.timeout_tick_s
-        while True:
-            await trio.sleep(tick)
-            now = trio.current_time()
-            for conn in self._connections:
-                since = conn.since
-                if since is None:
-                    conn.since = now  # a phase begun since the last tick
-                elif now - since >= conn.limit:
-                    conn.timer.cancel()
+        dates = self._dates
+        with dates.ticking():  # (tick is at most 0.5 s)
+            while True:
+                await trio.sleep(tick)
+                dates.refresh()
+                self._check_limits(trio.current_time())
+
+    def _check_limits(self, now: float) -> None:
+        for conn in self._connections:
+            since = conn.since
+            if since is None:
+                conn.since = now  # a phase begun since the last tick
+            elif now - since >= conn.limit:
+                conn.timer.cancel()
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
