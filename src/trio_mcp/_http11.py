@@ -199,6 +199,21 @@ _LENGTH_LINES: Final = tuple(
 )
 
 
+def _chunked_piece(data: bytes) -> bytes:
+    """A piece of an HTTP/1.1 streamed body: one chunk (none for empty data)."""
+    return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
+
+
+def _raw_piece(data: bytes) -> bytes:
+    """A piece of an HTTP/1.0 streamed body: as it is (its end is the close)."""
+    return data
+
+
+def _no_piece(data: bytes) -> bytes:
+    """A piece of the body of an answer to HEAD: nothing goes out."""
+    return b""
+
+
 def status_line(status: int) -> bytes:
     line = _STATUS_LINES.get(status)
     if line is None:
@@ -473,11 +488,15 @@ class HTTP11Connection:
 
     def stream_chunk(self, data: bytes) -> bytes:
         """One piece of a streamed body, framed for the wire (empty data gives b"")."""
-        if not data or self._head_request:
-            return b""
-        if self._request_minor == 1:
-            return b"%x\r\n%s\r\n" % (len(data), data)
-        return data
+        return self.stream_framer()(data)
+
+    def stream_framer(self) -> Callable[[bytes], bytes]:
+        """What `stream_chunk` does to each piece of the current streamed body,
+        as a function of the piece alone: fixed from its head to its end, so a
+        writer can frame many pieces without coming back here."""
+        if self._head_request:
+            return _no_piece
+        return _chunked_piece if self._request_minor == 1 else _raw_piece
 
     def end_stream(self) -> bytes:
         """The end of a streamed body; the connection is ready for the next request."""

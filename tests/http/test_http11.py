@@ -363,3 +363,22 @@ def test_content_length_is_the_body_length(size: int) -> None:
     _, headers, sent = split_response(c.full_response(Response(200, [], body), DATE))
     assert headers[b"content-length"] == str(size).encode()
     assert sent == body
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "framed"),
+    [
+        (post(), b"a\r\ndata: {}\n\n\r\n"),  # HTTP/1.1: one chunk per piece
+        (post(version=b"1.0"), b"data: {}\n\n"),  # HTTP/1.0: as it is
+        (b"HEAD /mcp HTTP/1.1\r\nHost: x\r\n\r\n", b""),  # HEAD: no body
+    ],
+)
+def test_stream_pieces_are_framed_for_the_request(request_bytes: bytes, framed: bytes) -> None:
+    # A writer takes stream_framer() once, at the head, for all its pieces.
+    c = conn()
+    c.receive_data(request_bytes)
+    next_request(c)
+    c.start_stream(200, [], DATE)
+    frame = c.stream_framer()
+    assert frame(b"data: {}\n\n") == framed == c.stream_chunk(b"data: {}\n\n")
+    assert frame(b"") == b""

@@ -407,6 +407,10 @@ async def test_writer_misuse_is_a_local_error(nursery) -> None:
                 await misuse
             except LocalProtocolError as exc:
                 errors.append(str(exc))
+        try:
+            writer.send_nowait(b"x")  # a body piece before the head
+        except LocalProtocolError as exc:
+            errors.append(str(exc))
         await writer.respond(Response(204))
         try:
             await writer.start(200, [])
@@ -419,4 +423,4 @@ async def test_writer_misuse_is_a_local_error(nursery) -> None:
     _, client, _ = await start(nursery, handler)
     await client.send(post())
     assert (await client.read_reply()).status == 204
-    assert len(errors) == 3
+    assert len(errors) == 4

@@ -17,4 +17,4 @@ cdef class HTTPServer:
 
 @cython.final
 cdef class ResponseWriter:
-    cdef public object _stream, _conn, _dates, _write_timeout, state, broken
+    cdef public object _stream, _conn, _dates, _write_timeout, _frame, state, broken

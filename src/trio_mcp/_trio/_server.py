@@ -496,7 +496,7 @@ class ResponseWriter:
     connection closes after the answer.
     """
 
-    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "state", "broken")
+    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "_frame", "state", "broken")
 
     def __init__(
         self,
@@ -509,6 +509,8 @@ class ResponseWriter:
         self._conn = conn
         self._dates = dates
         self._write_timeout = write_timeout
+        #: How each piece of a streamed answer is framed; set by `start`.
+        self._frame: Callable[[bytes], bytes] = _not_started
         self.state = _NEW
         #: True once a write failed: the peer is gone.
         self.broken = False
@@ -560,13 +562,14 @@ class ResponseWriter:
         self.state = _STREAMING
         http = self._conn.http
         head = http.start_stream(status, headers, self._dates.get())
-        await self._write(head + http.stream_chunk(first) if first else head)
+        self._frame = frame = http.stream_framer()
+        await self._write(head + frame(first) if first else head)
 
     async def send(self, piece: bytes) -> None:
         """Send one piece of the streamed body."""
         if self.state is not _STREAMING:
             raise LocalProtocolError("send() needs start() first, and no end()")
-        await self._write(self._conn.http.stream_chunk(piece))
+        await self._write(self._frame(piece))
 
     def send_nowait(self, piece: bytes) -> bytes | None:
         """Send one piece of the streamed body now if the socket takes it.
@@ -577,7 +580,9 @@ class ResponseWriter:
         """
         if self.broken:
             return None
-        data = self._conn.http.stream_chunk(piece)
+        # (the framing start fixed: a broadcast to many streams touches no
+        # connection or HTTP state per frame)
+        data = self._frame(piece)
         stream = self._stream
         if type(stream) is not SocketIO or not data:
             return data  # a trio stream: the stream's task writes it
@@ -622,6 +627,10 @@ class ResponseWriter:
         await self._write(
             http.stream_chunk(last) + http.end_stream() if last else http.end_stream()
         )
+
+
+def _not_started(piece: bytes) -> bytes:
+    raise LocalProtocolError("a piece of a streamed answer before start()")
 
 
 async def _send_quietly(stream: _ByteStream, data: bytes) -> None:

@@ -88,7 +88,9 @@ class Outbox:
         caller knows it, saves reading the clock."""
         if self.closed:
             return False
-        if not self._busy and not self._queue:
+        # (not busy means nothing is queued: frames queue only while busy, and
+        # the pump stops being busy only with the queue empty)
+        if not self._busy:
             rest = self._writer.send_nowait(frame)
             if rest is None:  # the client is gone
                 self.close()
