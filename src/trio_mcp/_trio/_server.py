@@ -451,9 +451,10 @@ class HTTPServer:
                 http.start_stream(response.status, response.headers, self._dates.get())
             )
             if http.stream_body_allowed:
+                frame = http.stream_framer()
                 conn.limit = math.inf  # producing the next piece may take long
                 async for piece in body:
-                    data = http.stream_chunk(piece)
+                    data = frame(piece)
                     if data:
                         conn.limit_phase(write_timeout)
                         await stream.send_all(data)
@@ -623,10 +624,8 @@ class ResponseWriter:
         if self.state is not _STREAMING:
             raise LocalProtocolError("end() needs start() first")
         self.state = _DONE
-        http = self._conn.http
-        await self._write(
-            http.stream_chunk(last) + http.end_stream() if last else http.end_stream()
-        )
+        end = self._conn.http.end_stream()
+        await self._write(self._frame(last) + end if last else end)
 
 
 def _not_started(piece: bytes) -> bytes:
