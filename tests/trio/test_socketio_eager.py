@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from trio_mcp._trio import _socketio
-from trio_mcp._trio._socketio import _EAGER_PAUSE, SocketIO
+from trio_mcp._trio._socketio import _EAGER_PAUSE, _YIELD_EVERY, SocketIO
 
 
 class CountingSocket:
@@ -87,3 +87,43 @@ async def test_a_quiet_connection_waits_at_once_after_one_empty_read(pair) -> No
     assert waits[0] == 1 + _EAGER_PAUSE
     assert await answer_then_read() == b"r"
     assert counting.empty_recvs == 2  # then it tries again
+
+
+async def test_a_busy_connection_sees_cancellation_within_a_few_answers(pair) -> None:
+    io, _, peer, waits = pair
+    rounds = 0
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        # the client always has its next request there: no read ever waits
+        while rounds < 10 * _YIELD_EVERY:
+            rounds += 1
+            await io.send_all(b"a")
+            peer.sendall(b"r")
+            assert await io.receive_some(100) == b"r"
+            assert peer.recv(100) == b"a"
+    assert scope.cancelled_caught
+    assert rounds <= _YIELD_EVERY
+    assert waits[0] == 0
+
+
+async def test_the_read_after_an_answer_lets_other_tasks_run(pair) -> None:
+    io, _, peer, waits = pair
+    turns = [0]
+
+    async def other() -> None:
+        while True:
+            turns[0] += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other)
+        await trio.lowlevel.checkpoint()  # it has started (it never blocks)
+        before = turns[0]
+        for _ in range(20):
+            await io.send_all(b"a")
+            peer.sendall(b"r")
+            assert await io.receive_some(100) == b"r"
+            peer.recv(100)
+        assert turns[0] - before >= 15  # about one turn for it per read
+        nursery.cancel_scope.cancel()
+    assert waits[0] == 0
