@@ -348,12 +348,20 @@ class HTTPServer:
         write_timeout = config.write_timeout_s
         handler = self.handler
         dates = self._dates
+        # What runs per request, looked up once per connection: a method found
+        # by name on each call costs a type lookup and a bound method each time.
+        next_event = http.next_event
+        receive_data = http.receive_data
+        receive_some = stream.receive_some
+        limit_phase = conn.limit_phase
+        deferred = self._deferred
+        idle_timeout = config.idle_timeout_s
         limited_phase: Phase | None = None
         while True:
             try:
-                event = http.next_event()
+                event = next_event()
             except RemoteProtocolError as exc:
-                conn.limit_phase(write_timeout)
+                limit_phase(write_timeout)
                 await _send_quietly(stream, http.error_response(exc, dates.get()))
                 return False
             if event is NEED_DATA:
@@ -364,18 +372,18 @@ class HTTPServer:
                     if phase is IDLE:
                         if http.draining:
                             return False
-                        conn.limit_phase(config.idle_timeout_s)
+                        limit_phase(idle_timeout)
                     elif phase is HEAD:
-                        conn.limit_phase(config.head_timeout_s)
+                        limit_phase(config.head_timeout_s)
                     else:
-                        conn.limit_phase(config.body_timeout_s)
+                        limit_phase(config.body_timeout_s)
                 conn.waiting_idle = phase is IDLE
                 try:
-                    data = await stream.receive_some(chunk_size)
+                    data = await receive_some(chunk_size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
                 conn.waiting_idle = False
-                http.receive_data(data)
+                receive_data(data)
                 continue
             if event is SEND_CONTINUE:
                 await stream.send_all(CONTINUE_RESPONSE)
@@ -395,14 +403,14 @@ class HTTPServer:
             # not keep its head and body alive.
             del event
             if type(response) is Response:
-                conn.limit_phase(write_timeout)
+                limit_phase(write_timeout)
                 try:
                     await stream.send_all(http.full_response(response, dates.get()))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
             elif type(response) is DeferredResponse:
                 # (its writer sets the limit of each write)
-                if not await self._deferred(stream, conn, response):
+                if not await deferred(stream, conn, response, write_timeout):
                     return True
             else:
                 assert isinstance(response, StreamingResponse)
@@ -417,9 +425,10 @@ class HTTPServer:
         stream: _ByteStream,
         conn: _Connection,
         response: DeferredResponse,
+        write_timeout: float,
     ) -> bool:
         """Let a DeferredResponse write its answer; False when the peer went away."""
-        writer = ResponseWriter(stream, conn, self._dates, self.config.write_timeout_s)
+        writer = ResponseWriter(stream, conn, self._dates, write_timeout)
         conn.limit = math.inf
         try:
             await response.respond(writer)
@@ -547,9 +556,18 @@ class ResponseWriter:
         if self.broken:
             return
         conn = self._conn
-        conn.limit_phase(self._write_timeout)
-        try:  # _write, inlined: this is every JSON answer
-            await self._stream.send_all(conn.http.full_response(response, self._dates.get()))
+        data = conn.http.full_response(response, self._dates.get())
+        stream = self._stream
+        try:
+            if type(stream) is SocketIO:
+                # This is every JSON answer: the socket almost always takes it
+                # whole, with no coroutine and no time limit to set.
+                sent = stream.send_nowait(data)
+                if sent == len(data):
+                    return
+                data = data[sent:]
+            conn.limit_phase(self._write_timeout)
+            await stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
         finally:

@@ -1,0 +1,97 @@
+"""`ResponseWriter.respond` over a real socket: an answer goes to the kernel
+without waiting when it fits, and the rest of one that does not fit is sent
+under the write time limit.
+
+The connection is one end of a socket pair served by `HTTPServer` exactly as
+an accepted connection is (`SocketIO`); the test reads the other end by hand.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+
+from trio_mcp import (
+    DeferredResponse,
+    HTTPServer,
+    Request,
+    Response,
+    ResponseWriter,
+    ServerConfig,
+)
+
+BIG = bytes(range(256)) * (16 * 1024)  # 4 MiB: far more than the socket buffers hold
+
+
+def serve(nursery: trio.Nursery, body: bytes, **config: object) -> tuple[socket.socket, trio.Event]:
+    async def answer(writer: ResponseWriter) -> None:
+        await writer.respond(Response(200, [(b"content-type", b"application/json")], body))
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(answer)
+
+    server = HTTPServer(handler, ServerConfig(**config))  # type: ignore[arg-type]
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    done = trio.Event()
+
+    async def run() -> None:
+        await server._serve_socket(ours)
+        done.set()
+
+    nursery.start_soon(run)
+    nursery.start_soon(server.enforce_timeouts)
+    return theirs, done
+
+
+REQUEST = b"POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"
+
+
+async def read_reply(sock: socket.socket, pause: float) -> tuple[bytes, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        await trio.lowlevel.wait_readable(sock)
+        data += sock.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(
+        next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        .split(b":")[1]
+        .strip()
+    )
+    while len(body) < length:
+        await trio.sleep(pause)  # a slow reader: the server must wait for room
+        await trio.lowlevel.wait_readable(sock)
+        body += sock.recv(65536)
+    return head, body
+
+
+async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(nursery) -> None:
+    sock, _ = serve(nursery, BIG)
+    with trio.fail_after(20):
+        for _ in range(2):  # and the connection goes on after it
+            sock.sendall(REQUEST)
+            head, body = await read_reply(sock, 0.001)
+            assert head.startswith(b"HTTP/1.1 200 ")
+            assert body == BIG
+    sock.close()
+
+
+async def test_a_small_answer_goes_out_at_once(nursery) -> None:
+    sock, _ = serve(nursery, b'{"ok":true}')
+    with trio.fail_after(5):
+        for _ in range(3):
+            sock.sendall(REQUEST)
+            _, body = await read_reply(sock, 0)
+            assert body == b'{"ok":true}'
+    sock.close()
+
+
+async def test_the_rest_of_an_answer_is_sent_under_the_write_limit(nursery, autojump_clock) -> None:
+    sock, done = serve(nursery, BIG, write_timeout_s=5)
+    sock.sendall(REQUEST)
+    t0 = trio.current_time()
+    with trio.fail_after(60):
+        await done.wait()  # the client never reads: the server gives up on it
+    assert 5 <= trio.current_time() - t0 <= 6
+    sock.close()
