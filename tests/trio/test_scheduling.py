@@ -1,4 +1,5 @@
-"""FIFO scheduler batches while trio-mcp owns the trio run (`fifo_batches`)."""
+"""trio's scheduler while trio-mcp owns the trio run: FIFO batches (`fifo_batches`) and
+instrument checks at C speed (`lean_instruments`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 import trio
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio import _server
-from trio_mcp._trio._scheduling import fifo_batches
+from trio_mcp._trio import _scheduling, _server
+from trio_mcp._trio._scheduling import fifo_batches, lean_instruments
 
 _TASKS = 6
 _ROUNDS = 20
@@ -114,3 +115,72 @@ def test_run_applies_the_setting_for_its_trio_run(fifo: bool) -> None:
         _server.run(handler, ServerConfig(port=0, fifo_scheduling=fifo), around=around())
     assert seen == [fifo]
     assert trio_run_module._r is original
+
+
+class _StepCounter(trio.abc.Instrument):
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+
+
+def test_lean_instruments_keeps_the_registry_and_answers_in_c() -> None:
+    early = _StepCounter()
+
+    async def main() -> tuple[bool, int, int]:
+        assert lean_instruments()
+        assert lean_instruments()  # twice is harmless
+        registry = trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments
+        # `in` is dict's own: no interpreted __contains__ per task step
+        assert type(registry).__contains__ is dict.__contains__
+        assert "before_task_step" in registry  # the instrument given to trio.run
+        await trio.lowlevel.checkpoint()
+        steps_then = early.steps
+        late = _StepCounter()
+        trio.lowlevel.add_instrument(late)  # trio's API still works on it
+        for _ in range(5):
+            await trio.lowlevel.checkpoint()
+        trio.lowlevel.remove_instrument(late)
+        trio.lowlevel.remove_instrument(early)
+        assert "before_task_step" not in registry
+        for _ in range(5):
+            await trio.lowlevel.checkpoint()
+        return True, early.steps - steps_then, late.steps
+
+    swapped, early_steps, late_steps = trio.run(main, instruments=[early])
+    assert swapped
+    assert early_steps >= 5
+    assert late_steps == 5
+
+
+def test_lean_instruments_leaves_an_unknown_registry_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_scheduling, "_lean_registry_class", lambda: None)
+
+    async def main() -> bool:
+        registry = trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments
+        done = lean_instruments()
+        assert trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments is registry
+        return done
+
+    assert not trio.run(main)
+
+
+def test_run_serves_with_lean_instruments() -> None:
+    seen: list[bool] = []
+
+    @asynccontextmanager
+    async def around() -> AsyncIterator[None]:
+        registry = trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments
+        seen.append(type(registry).__contains__ is dict.__contains__)
+        raise _Seen
+        yield  # pragma: no cover
+
+    async def handler(*args: object) -> None:  # pragma: no cover - never called
+        raise AssertionError
+
+    with pytest.raises(_Seen):
+        _server.run(handler, ServerConfig(port=0), around=around())
+    assert seen == [True]

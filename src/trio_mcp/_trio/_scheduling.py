@@ -1,4 +1,6 @@
-"""First-in, first-out scheduler batches, for a trio run the server owns.
+"""Two adjustments to trio's scheduler, for a trio run the server owns.
+
+First-in, first-out batches (`fifo_batches`):
 
 trio runs its runnable tasks in batches and, for each batch, tosses a coin
 between two orders: the order the tasks became runnable, or its reverse. It
@@ -17,16 +19,29 @@ goes to trio's own generator. It is process-wide while it lasts, is undone when
 the last user exits, and does nothing (returning False) if trio no longer has
 that attribute. Correct trio code cannot tell: trio promises no order.
 tests/trio/test_scheduling.py pins the behaviour on the installed trio.
+
+Instrument checks at C speed (`lean_instruments`): each task step asks trio's
+instrument registry three times whether a hook is installed (``"name" in
+runner.instruments``). The registry is a ``collections.UserDict``, so each
+ask is an interpreted ``__contains__`` call: 1.3% of the instructions of a
+``tools/call``. `lean_instruments` puts the same registry, as a ``dict``
+subclass that keeps trio's own ``add_instrument``, ``remove_instrument`` and
+``call``, on the current run's runner; instruments work as before. It does
+nothing (returning False) unless trio's registry is still that ``UserDict``.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import random
 import threading
+from collections import UserDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import trio
 
 _lock = threading.Lock()
 _users = 0
@@ -78,3 +93,47 @@ def fifo_batches(enabled: bool = True) -> Iterator[bool]:
             if _users == 0:
                 module._r = _saved
                 _saved = None
+
+
+@functools.cache
+def _lean_registry_class() -> type | None:
+    """trio's registry methods on a dict that is its own ``data``; None when
+    trio's registry is not the ``UserDict`` this was written against."""
+    module: Any = importlib.import_module("trio._core._instrumentation")
+    instruments = getattr(module, "Instruments", None)
+    if not (isinstance(instruments, type) and issubclass(instruments, UserDict)):
+        return None
+    methods = {}
+    for name in ("add_instrument", "remove_instrument", "call"):
+        method = instruments.__dict__.get(name)
+        if method is None:
+            return None
+        methods[name] = method
+
+    class LeanInstruments(dict[str, Any]):
+        """trio's instrument registry, with ``in`` answered by ``dict``."""
+
+        __slots__ = ()
+
+        @property
+        def data(self) -> dict[str, Any]:
+            return self
+
+    for name, method in methods.items():
+        setattr(LeanInstruments, name, method)
+    return LeanInstruments
+
+
+def lean_instruments() -> bool:
+    """Swap the current trio run's instrument registry for `LeanInstruments`
+    (same contents, same methods); whether that was done."""
+    trio.lowlevel.current_task()  # (inside a trio run, or RuntimeError)
+    runner: Any = importlib.import_module("trio._core._run").GLOBAL_RUN_CONTEXT.runner
+    registry = runner.instruments
+    cls = _lean_registry_class()
+    if cls is not None and type(registry) is cls:
+        return True
+    if cls is None or not isinstance(registry, UserDict):
+        return False
+    runner.instruments = cls(registry.data)
+    return True

@@ -48,7 +48,7 @@ from .._http11 import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
-from ._scheduling import fifo_batches
+from ._scheduling import fifo_batches, lean_instruments
 from ._socketio import RESOURCE_ERRNOS, SocketIO, bind_listeners, close_listener
 
 logger = logging.getLogger("trio_mcp.server")
@@ -719,11 +719,13 @@ def run(
 
     `around`, if given, is entered before serving and exited after (an
     application's lifespan). Scheduler batches run first in, first out
-    unless ``config.fifo_scheduling`` is off.
+    unless ``config.fifo_scheduling`` is off, and trio's per-step instrument
+    checks run at C speed (see ``_scheduling.py``).
     """
     import signal
 
     async def main() -> None:
+        lean_instruments()
         lifespan = around if around is not None else contextlib.nullcontext()
         async with lifespan, trio.open_nursery() as nursery:
             server: HTTPServer = await nursery.start(serve, handler, config)
