@@ -5,4 +5,4 @@ cimport cython
 
 @cython.final
 cdef class SocketIO:
-    cdef public object sock, _unyielded, _closed, _sent, _eager
+    cdef public object sock, _unyielded, _unchecked, _closed, _sent, _eager

@@ -51,14 +51,15 @@ RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, er
 class SocketIO:
     """The byte stream of one accepted TCP connection (owned by one task)."""
 
-    __slots__ = ("sock", "_unyielded", "_closed", "_sent", "_eager")
+    __slots__ = ("sock", "_unyielded", "_unchecked", "_closed", "_sent", "_eager")
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         if sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
-        self._unyielded = 0
+        self._unyielded = 0  # calls since the last schedule point
+        self._unchecked = 0  # eager reads since the last cancel point they made
         self._closed = False
         # After we answer, the peer's next request cannot be here yet (unless
         # it pipelines): wait for readiness first and skip a futile recv call.
@@ -78,14 +79,13 @@ class SocketIO:
         if self._sent:
             self._sent = False
             if self._eager <= 0:
-                # A schedule point, and a cancel point only when one is due:
-                # trio's checkpoint() is the cheaper cancel-shielded one plus a
-                # look at the task's cancel status. The answer's send counted
-                # too, so this count reaches _YIELD_EVERY - 1 first and the
-                # send never needs a yield of its own.
-                self._unyielded += 1
-                if self._unyielded >= _YIELD_EVERY - 1:
-                    self._unyielded = 0
+                # A schedule point, and a cancel point only every _YIELD_EVERY-th
+                # time: trio's checkpoint() is the cheaper cancel-shielded one
+                # plus a look at the task's cancel status.
+                self._unyielded = 0
+                self._unchecked += 1
+                if self._unchecked >= _YIELD_EVERY:
+                    self._unchecked = 0
                     await checkpoint()
                 else:
                     await cancel_shielded_checkpoint()
