@@ -109,12 +109,12 @@ class _SessionEvents:
         limits: EventLimits,
     ) -> None:
         """Buffer event `sequence` (already numbered) of `stream` within `limits`."""
-        buffer = self.streams.get(stream)
+        buffer = dict.get(self.streams, stream)
         if buffer is None:
             buffer = self.streams[stream] = deque()
         buffer.append((sequence, event_id, data, now))
         self.cost += len(data) + EVENT_OVERHEAD
-        size = self.sizes.get(stream, 0) + len(data)
+        size = dict.get(self.sizes, stream, 0) + len(data)
         while buffer and (
             len(buffer) > limits.max_events
             or size > limits.max_bytes
@@ -195,7 +195,7 @@ class MemoryEventStore:
                 session_events.store(stream, sequence, event_id, data, now, limits)
 
     def _events(self, session_id: str) -> _SessionEvents:
-        events = self._sessions.get(session_id)
+        events = dict.get(self._sessions, session_id)
         if events is None:
             events = self._sessions[session_id] = _SessionEvents()
         return events

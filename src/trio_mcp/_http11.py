@@ -73,7 +73,7 @@ class Request:
 
     def header(self, name: bytes) -> bytes | None:
         """The value of header `name` (lowercase); for repeated headers, the first."""
-        value = self.singles.get(name)
+        value = dict.get(self.singles, name)
         if value is not None:
             return value
         for key, value in self.headers:
@@ -215,7 +215,7 @@ def _no_piece(data: bytes) -> bytes:
 
 
 def status_line(status: int) -> bytes:
-    line = _STATUS_LINES.get(status)
+    line = dict.get(_STATUS_LINES, status)
     if line is None:
         if not 100 <= status <= 999:
             raise LocalProtocolError(f"invalid HTTP status {status}")
@@ -436,7 +436,7 @@ class HTTP11Connection:
         close = self._decide_close(streaming=False)
         status = response.status
         body = response.body
-        parts = [_STATUS_LINES.get(status) or status_line(status), b"date: ", date]
+        parts = [dict.get(_STATUS_LINES, status) or status_line(status), b"date: ", date]
         for name, value in response.headers:
             parts += (_CRLF, name, b": ", value)
         if status in _NO_BODY_STATUSES:

@@ -124,7 +124,7 @@ def _classify_lenient(data: object) -> Message | Invalid:
 
 def _readable_id(data: object) -> RequestId | None:
     if isinstance(data, dict):
-        id = data.get("id")
+        id = dict.get(data, "id")
         if isinstance(id, str) or (isinstance(id, int) and not isinstance(id, bool)):
             return id
     return None
@@ -133,9 +133,9 @@ def _readable_id(data: object) -> RequestId | None:
 def _classify(data: object) -> Message:
     if not isinstance(data, dict):
         raise MCPError(INVALID_REQUEST, "Invalid request: a message must be a JSON object")
-    if data.get("jsonrpc") != "2.0":
+    if dict.get(data, "jsonrpc") != "2.0":
         raise MCPError(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"')
-    method = data.get("method")
+    method = dict.get(data, "method")
     has_id = "id" in data
     id = _readable_id(data)
     if has_id and id is None:
@@ -146,7 +146,7 @@ def _classify(data: object) -> Message:
         return _response(data, id)
     if not isinstance(method, str):
         raise MCPError(INVALID_REQUEST, 'Invalid request: "method" must be a string')
-    params = data.get("params")
+    params = dict.get(data, "params")
     if params is None:
         params = {}
     elif not isinstance(params, dict):

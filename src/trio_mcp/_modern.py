@@ -76,7 +76,7 @@ def is_modern(header_version: bytes | None, params: object) -> bool:
     """
     if header_version is not None:
         return header_version not in _LEGACY_HEADER_VALUES
-    meta = params.get("_meta") if isinstance(params, dict) else None
+    meta = dict.get(params, "_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and META_VERSION in meta
 
 
@@ -86,9 +86,9 @@ def _mismatch(message: str) -> EnvelopeError:
 
 def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, bytes]) -> Envelope:
     """Validate a modern request's ``_meta`` and standard headers, in the digest's order."""
-    meta = params.get("_meta")
-    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
-    capabilities = meta.get(META_CAPABILITIES) if isinstance(meta, dict) else None
+    meta = dict.get(params, "_meta")
+    version = dict.get(meta, META_VERSION) if isinstance(meta, dict) else None
+    capabilities = dict.get(meta, META_CAPABILITIES) if isinstance(meta, dict) else None
     if (
         not isinstance(meta, dict)
         or not isinstance(version, str)
@@ -101,7 +101,7 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
                 f"Invalid params: _meta must carry {META_VERSION} and {META_CAPABILITIES}",
             ),
         )
-    header = singles.get(b"mcp-protocol-version")
+    header = dict.get(singles, b"mcp-protocol-version")
     if header is None:
         raise _mismatch("MCP-Protocol-Version header is required")
     if header.decode("latin-1") != version:
@@ -109,7 +109,7 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
             f"MCP-Protocol-Version header {header.decode('latin-1')!r} does not match "
             f"_meta version {version!r}"
         )
-    method_header = singles.get(b"mcp-method")
+    method_header = dict.get(singles, b"mcp-method")
     if method_header is None:
         raise _mismatch("Mcp-Method header is required")
     if method_header.decode("latin-1") != method:
@@ -117,10 +117,10 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
             f"Mcp-Method header {method_header.decode('latin-1')!r} does not match "
             f"body method {method!r}"
         )
-    name_param = _NAME_PARAM.get(method)
+    name_param = dict.get(_NAME_PARAM, method)
     if name_param is not None:
-        expected = params.get(name_param)
-        raw = singles.get(b"mcp-name")
+        expected = dict.get(params, name_param)
+        raw = dict.get(singles, b"mcp-name")
         if isinstance(expected, str):
             if raw is None:
                 raise _mismatch("Mcp-Name header is required")
@@ -139,8 +139,8 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
                 {"supported": list(ALL_VERSIONS), "requested": version},
             ),
         )
-    info = meta.get(META_CLIENT_INFO)
-    level = meta.get(META_LOG_LEVEL)
+    info = dict.get(meta, META_CLIENT_INFO)
+    level = dict.get(meta, META_LOG_LEVEL)
     return Envelope(
         version,
         capabilities,

@@ -170,7 +170,7 @@ class SessionTable:
 
     def get(self, session_id: str, now: float) -> Session | None:
         """The live session with this id, or None (unknown, ended or expired)."""
-        session = self._sessions.get(session_id)
+        session = dict.get(self._sessions, session_id)
         if session is None:
             return None
         if self._expired(session, now):

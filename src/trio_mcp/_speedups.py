@@ -16,6 +16,22 @@ There are two kinds of compiled module:
   ``.py`` of the same name, so a finder installed here (``trio_mcp/__init__.py``
   imports this module first) loads the one chosen: the compiled modules, all
   of them, or else the sources, all of them.
+
+Cython knows the type of little on the request path (annotations are not used
+for typing, so the ``.py`` stays an exact twin), and what it does not know it
+reaches through CPython's generic machinery. Three habits of this code come
+from that, each measured with ``benchmarks/instructions.py``:
+
+- dict methods are called through the class, ``dict.get(d, key)``, not
+  ``d.get(key)``: Cython then calls the C function directly instead of
+  looking ``get`` up by name on an object of unknown type (the same for
+  ``dict.setdefault`` and ``dict.pop``). Doing so for the two dozen ``get``
+  calls of a request took 5.4% off a ``tools/call``'s instructions. Only for
+  values that are always a ``dict``;
+- classes with a ``.pxd`` (C types) are created with positional arguments:
+  keywords make a dict per call on the way to their ``__init__``;
+- ``Enum`` members read per request are module globals: through their class,
+  CPython 3.11 takes a slow path for each.
 """
 
 from __future__ import annotations

@@ -120,11 +120,11 @@ class Dispatcher:
     async def _tools_call(
         self, params: dict[str, Any], ctx: Context, session: Any, version: str
     ) -> dict[str, Any]:
-        name = params.get("name")
-        tool = self.app.tools.get(name) if isinstance(name, str) else None
+        name = dict.get(params, "name")
+        tool = dict.get(self.app.tools, name) if isinstance(name, str) else None
         if tool is None:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {name}")
-        arguments = params.get("arguments", {})
+        arguments = dict.get(params, "arguments", {})
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):

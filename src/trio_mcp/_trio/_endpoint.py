@@ -184,7 +184,7 @@ _CORS_ALLOWED_HEADERS: Final = (
 
 def _cors_headers(request: Request) -> Headers:
     """CORS headers for a request from an allowed Origin (none for non-browser requests)."""
-    origin = request.singles.get(b"origin")
+    origin = dict.get(request.singles, b"origin")
     if origin is None:
         return []
     return [
@@ -390,8 +390,9 @@ class MCPEndpoint:
                 self.lifespan_state = None
 
     def _check_origin(self, request: Request) -> None:
-        host = request.singles.get(b"host")
-        allowed = self._host_verdicts.get(host)
+        singles = request.singles
+        host = dict.get(singles, b"host")
+        allowed = dict.get(self._host_verdicts, host)
         if allowed is None:
             # Clients send the same Host every time: judge each value once.
             if len(self._host_verdicts) >= 256:
@@ -400,7 +401,7 @@ class MCPEndpoint:
             self._host_verdicts[host] = allowed
         if not allowed:
             raise _Reject(403, INVALID_REQUEST, "Forbidden: Host not allowed")
-        origin = request.singles.get(b"origin")
+        origin = dict.get(singles, b"origin")
         if origin is not None and not origin_allowed(origin, self._origins, self._loopback):
             raise _Reject(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
 
@@ -413,7 +414,8 @@ class MCPEndpoint:
         return principal
 
     def _session_for(self, request: Request, principal: object) -> Session | None:
-        raw = request.singles.get(b"mcp-session-id")
+        singles = request.singles
+        raw = dict.get(singles, b"mcp-session-id")
         if raw is None:
             return None
         session = self.sessions.get(raw.decode("latin-1"), self._swept_at)
@@ -423,10 +425,10 @@ class MCPEndpoint:
             raise _Reject(
                 403, INVALID_REQUEST, "Forbidden: the session belongs to another principal"
             )
-        header = request.singles.get(b"mcp-protocol-version")
+        header = dict.get(singles, b"mcp-protocol-version")
         version = session.protocol_version
         if header is not None and header != (
-            _HEADER_VALUES.get(version) or version.encode("latin-1")
+            dict.get(_HEADER_VALUES, version) or version.encode("latin-1")
         ):
             raise _Reject(
                 400, INVALID_REQUEST, "Bad Request: MCP-Protocol-Version differs from the session's"
@@ -435,7 +437,7 @@ class MCPEndpoint:
 
     async def _post(self, request: Request, cors: Headers) -> Response | DeferredResponse:
         accept = tuple(request.header_values(b"accept"))
-        acceptable = self._accept_cache.get(accept)
+        acceptable = dict.get(self._accept_cache, accept)
         if acceptable is None:
             # Clients send the same Accept every time: parse each value once.
             if len(self._accept_cache) >= 256:
@@ -448,11 +450,12 @@ class MCPEndpoint:
                 INVALID_REQUEST,
                 "Not Acceptable: Accept must allow application/json and text/event-stream",
             )
-        if not is_json_content_type(request.singles.get(b"content-type")):
+        singles = request.singles
+        if not is_json_content_type(dict.get(singles, b"content-type")):
             raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
         # (no coroutine at all when there is no authenticate hook)
         principal = None if self.authenticate is None else await self._principal(request)
-        header = request.singles.get(b"mcp-protocol-version")
+        header = dict.get(singles, b"mcp-protocol-version")
         try:
             messages, batch = decode_body(request.body, allow_batch=True)
         except MCPError as exc:
@@ -1116,7 +1119,7 @@ class MCPEndpoint:
         level come from the request itself, never from a session.
         """
         method, request_id, params = message.method, message.id, message.params
-        handler = self.dispatch.methods.get(method)
+        handler = dict.get(self.dispatch.methods, method)
         if handler is None:
             if method == "initialize":
                 error = MCPError(INVALID_REQUEST, "Invalid request: already initialized")
@@ -1131,8 +1134,8 @@ class MCPEndpoint:
                     INVALID_REQUEST, "Invalid request: this id is in use by a running request"
                 ),
             )
-        meta = params.get("_meta")
-        progress_token = meta.get("progressToken") if isinstance(meta, dict) else None
+        meta = dict.get(params, "_meta")
+        progress_token = dict.get(meta, "progressToken") if isinstance(meta, dict) else None
         emit = stream.emit
         ask = None
         if session is not None and not self.config.json_response_only:
