@@ -1,6 +1,8 @@
 # The hot classes of this module as C types, in the compiled build only (Cython
 # reads this file beside the .py). Each declares exactly the class's __slots__
-# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final. A
+# cpdef line makes a def method one the class calls on itself per request a C
+# call (the method stays callable from Python, as in the .py).
 cimport cython
 
 @cython.final
@@ -18,3 +20,5 @@ cdef class HTTP11Connection:
     cdef public object _requests_left, _eof, _max_body, _max_head, _max_line
     cdef public object _max_headers
     cdef public object phase, must_close, draining
+    cpdef _read_body(self)
+    cpdef _decide_close(self, streaming)

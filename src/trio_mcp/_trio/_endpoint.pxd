@@ -1,6 +1,8 @@
 # The hot classes of this module as C types, in the compiled build only (Cython
 # reads this file beside the .py). Each declares exactly the class's __slots__
-# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
+# (tests/speedups/test_pxd.py); @cython.final stands for typing's @final. A
+# cpdef line makes a def method one the class calls on itself per request a C
+# call (the method stays callable from Python, as in the .py).
 cimport cython
 
 cdef class MCPEndpoint:
@@ -10,3 +12,5 @@ cdef class MCPEndpoint:
     cdef public object events, _broadcasts, _listeners, _nursery, lifespan_state
     cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts, dispatch
     cdef public object sealer
+    cpdef _check_origin(self, request)
+    cpdef _session_for(self, request, principal)
