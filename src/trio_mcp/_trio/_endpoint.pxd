@@ -14,3 +14,8 @@ cdef class MCPEndpoint:
     cdef public object sealer
     cpdef _check_origin(self, request)
     cpdef _session_for(self, request, principal)
+    cpdef _decorate(self, method, result)
+    cpdef _server_info(self)
+    cpdef _initialize(self, request, message, principal, batch)
+    cpdef _initialize_result(self, params)
+    cpdef _notification(self, message, session)

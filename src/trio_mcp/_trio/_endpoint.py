@@ -562,9 +562,10 @@ class MCPEndpoint:
         if message.method == "subscriptions/listen":
             return self._listen(message, envelope, cors)
         if message.method == "tools/call":
-            name = message.params.get("name")
-            tool = self.app.tools.get(name) if isinstance(name, str) else None
-            arguments = message.params.get("arguments")
+            params = message.params
+            name = dict.get(params, "name")
+            tool = dict.get(self.app.tools, name) if isinstance(name, str) else None
+            arguments = dict.get(params, "arguments")
             if tool is not None and tool.header_params and isinstance(arguments, dict):
                 problem = header_mismatch(
                     tool.header_params, arguments, request.headers, decode_header_value
@@ -603,7 +604,7 @@ class MCPEndpoint:
                 envelope,
                 stream.cancel_scope,  # closing the stream cancels the request (SEP-2575)
             )
-            result = answer.get("result")
+            result = dict.get(answer, "result")
             if isinstance(result, dict):
                 self._decorate(message.method, result)
             body = dumps(answer)
@@ -658,7 +659,7 @@ class MCPEndpoint:
             listener.outbox.close()
 
     def _deliver_to_listeners(self, method: str, params: dict[str, Any], uri: str | None) -> None:
-        flag = _LISTEN_METHODS.get(method)
+        flag = dict.get(_LISTEN_METHODS, method)
         if flag is None:
             return  # log messages and progress never go on a listen stream
         # Each listener's copy differs only in its _meta: encode the rest once.
@@ -669,9 +670,9 @@ class MCPEndpoint:
         now = self._now()
         for listener in list(self._listeners):
             if uri is not None:
-                if uri not in listener.honored.get("resourceSubscriptions", ()):
+                if uri not in dict.get(listener.honored, "resourceSubscriptions", ()):
                     continue
-            elif not listener.honored.get(flag):
+            elif not dict.get(listener.honored, flag):
                 continue
             frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
             if not listener.outbox.offer(frame, now):
@@ -679,15 +680,15 @@ class MCPEndpoint:
 
     def _decorate(self, method: str, result: dict[str, Any]) -> None:
         """What every modern result carries: resultType, serverInfo, cache hints."""
-        result.setdefault("resultType", "complete")
-        meta = result.setdefault("_meta", {})
+        dict.setdefault(result, "resultType", "complete")
+        meta = dict.setdefault(result, "_meta", {})
         meta[META_SERVER_INFO] = self._server_info()
         if method in _CACHEABLE and result["resultType"] == "complete":
             ttl, scope = self.config.cache_hints.get(
                 method, (self.config.cache_ttl_ms, self.config.cache_scope)
             )
-            result.setdefault("ttlMs", ttl)  # a resource's own hints were set by the read
-            result.setdefault("cacheScope", scope)
+            dict.setdefault(result, "ttlMs", ttl)  # a resource's own hints were set by the read
+            dict.setdefault(result, "cacheScope", scope)
 
     async def _delete(self, request: Request) -> Response:
         principal = await self._principal(request)
@@ -737,13 +738,13 @@ class MCPEndpoint:
         self, params: dict[str, Any]
     ) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
         """(version, client capabilities, client info, InitializeResult) for an initialize."""
-        capabilities = params.get("capabilities")
-        client_info = params.get("clientInfo")
+        capabilities = dict.get(params, "capabilities")
+        client_info = dict.get(params, "clientInfo")
         if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
             raise MCPError(
                 INVALID_PARAMS, "Invalid params: capabilities and clientInfo are required"
             )
-        version = negotiate(params.get("protocolVersion"))
+        version = negotiate(dict.get(params, "protocolVersion"))
         result: dict[str, Any] = {
             "protocolVersion": version,
             "capabilities": self.app.shared_capabilities(),
