@@ -19,7 +19,7 @@ There are two kinds of compiled module:
 
 Cython knows the type of little on the request path (annotations are not used
 for typing, so the ``.py`` stays an exact twin), and what it does not know it
-reaches through CPython's generic machinery. Three habits of this code come
+reaches through CPython's generic machinery. Four habits of this code come
 from that, each measured with ``benchmarks/instructions.py``:
 
 - dict methods are called through the class, ``dict.get(d, key)``, not
