@@ -78,11 +78,11 @@ class SocketIO:
         sock = self.sock
         if self._sent:
             self._sent = False
+            self._unyielded = 0  # both ways below are schedule points
             if self._eager <= 0:
-                # A schedule point, and a cancel point only every _YIELD_EVERY-th
-                # time: trio's checkpoint() is the cheaper cancel-shielded one
-                # plus a look at the task's cancel status.
-                self._unyielded = 0
+                # A cancel point only every _YIELD_EVERY-th time: trio's
+                # checkpoint() is the cheaper cancel-shielded one plus a look
+                # at the task's cancel status.
                 self._unchecked += 1
                 if self._unchecked >= _YIELD_EVERY:
                     self._unchecked = 0
