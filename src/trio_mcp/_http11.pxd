@@ -2,7 +2,9 @@
 # reads this file beside the .py). Each declares exactly the class's __slots__
 # (tests/speedups/test_pxd.py); @cython.final stands for typing's @final. A
 # cpdef line makes a def method one the class calls on itself per request a C
-# call (the method stays callable from Python, as in the .py).
+# call (the method stays callable from Python, as in the .py). @cython.locals
+# types a local whose value is always of that type, so that calls of its
+# methods (bytes.decode) are C calls.
 cimport cython
 
 @cython.final
@@ -20,5 +22,6 @@ cdef class HTTP11Connection:
     cdef public object _requests_left, _eof, _max_body, _max_head, _max_line
     cdef public object _max_headers
     cdef public object phase, must_close, draining
+    @cython.locals(method_bytes=bytes, target_bytes=bytes)
     cpdef _read_body(self)
     cpdef _decide_close(self, streaming)

@@ -5,3 +5,7 @@ cimport cython
 
 cdef class Envelope:
     cdef public object version, client_capabilities, client_info, log_level
+
+# header values are bytes (or None): decoding them is then a C call
+@cython.locals(header=bytes, method_header=bytes)
+cpdef check_envelope(method, params, singles)

@@ -122,6 +122,33 @@ def test_absolute_form_target() -> None:
     assert (request.target, request.path, request.query) == ("http://h:8/mcp?q", "/mcp", "q")
 
 
+@pytest.mark.parametrize(
+    ("target", "path", "query"),
+    [
+        (b"/mcp", "/mcp", ""),
+        (b"/mcp?", "/mcp", ""),
+        (b"/mcp?u=http://x/y", "/mcp", "u=http://x/y"),  # "://" after the "?"
+        (b"/a://b", "/a://b", ""),  # origin-form that contains "://"
+        (b"http://h:8/mcp", "/mcp", ""),
+        (b"http://h:8", "/", ""),
+        (b"http://h:8?q", "/", "q"),
+    ],
+)
+def test_target_splits_into_path_and_query(target: bytes, path: str, query: str) -> None:
+    c = conn()
+    c.receive_data(b"GET " + target + b" HTTP/1.1\r\nHost: h:8\r\n\r\n")
+    request = next_request(c)
+    assert (request.target, request.path, request.query) == (target.decode(), path, query)
+
+
+def test_leading_empty_lines_may_arrive_in_pieces() -> None:
+    c = conn()
+    c.receive_data(b"\r\n\r")  # a lone CR at the end: not yet an empty line
+    assert c.next_event() is NEED_DATA
+    c.receive_data(b"\n" + post())
+    assert next_request(c).method == "POST"
+
+
 def test_response_has_length_date_and_no_connection_header() -> None:
     c = conn()
     c.receive_data(post())
