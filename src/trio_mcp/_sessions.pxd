@@ -20,3 +20,4 @@ cdef class Session:
 cdef class SessionTable:
     cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended
     cpdef _expired(self, session, now)
+    cpdef get(self, session_id, now)

@@ -4,6 +4,7 @@
 # cpdef line makes a def method one the class calls on itself per request a C
 # call (the method stays callable from Python, as in the .py).
 cimport cython
+from trio_mcp._sessions cimport Session, SessionTable
 
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, sessions, _accept_cache
@@ -13,6 +14,7 @@ cdef class MCPEndpoint:
     cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts, dispatch
     cdef public object sealer
     cpdef _check_origin(self, request)
+    @cython.locals(raw=bytes, table=SessionTable, session=Session)
     cpdef _session_for(self, request, principal)
     cpdef _decorate(self, method, result)
     cpdef _server_info(self)

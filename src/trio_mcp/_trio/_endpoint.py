@@ -418,7 +418,8 @@ class MCPEndpoint:
         raw = dict.get(singles, b"mcp-session-id")
         if raw is None:
             return None
-        session = self.sessions.get(raw.decode("latin-1"), self._swept_at)
+        table = self.sessions
+        session = table.get(raw.decode("latin-1"), self._swept_at)
         if session is None:
             raise _Reject(404, INVALID_REQUEST, "Session not found: initialize a new session")
         if session.principal != principal:

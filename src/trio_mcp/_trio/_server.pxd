@@ -2,9 +2,12 @@
 # reads this file beside the .py). Each declares exactly the class's __slots__
 # (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
 cimport cython
+from trio_mcp._http11 cimport HTTP11Connection
+from trio_mcp._trio._socketio cimport SocketIO
 
 cdef class _DateCache:
     cdef public object _second, _value, _tickers
+    cpdef get(self)
 
 @cython.final
 cdef class _Connection:
@@ -18,3 +21,7 @@ cdef class HTTPServer:
 @cython.final
 cdef class ResponseWriter:
     cdef public object _stream, _conn, _dates, _write_timeout, _frame, state, broken
+    @cython.locals(conn=_Connection, http=HTTP11Connection, dates=_DateCache, sio=SocketIO)
+    cpdef _respond_now(self, response)
+    @cython.locals(sio=SocketIO)
+    cpdef send_nowait(self, piece)

@@ -555,23 +555,31 @@ class ResponseWriter:
         self.state = _DONE
         if self.broken:
             return
+        rest = self._respond_now(response)
+        if rest:
+            await self._write(rest)
+
+    def _respond_now(self, response: Response) -> bytes:
+        """The synchronous part of `respond`: what the socket did not take of
+        the response (b"" when it all went, or the peer is gone)."""
         conn = self._conn
-        data = conn.http.full_response(response, self._dates.get())
+        http = conn.http
+        dates = self._dates
+        data = http.full_response(response, dates.get())
         stream = self._stream
+        if type(stream) is not SocketIO:
+            return data
+        # This is every JSON answer: the socket almost always takes it whole,
+        # with no coroutine and no time limit to set.
+        sio = stream
         try:
-            if type(stream) is SocketIO:
-                # This is every JSON answer: the socket almost always takes it
-                # whole, with no coroutine and no time limit to set.
-                sent = stream.send_nowait(data)
-                if sent == len(data):
-                    return
-                data = data[sent:]
-            conn.limit_phase(self._write_timeout)
-            await stream.send_all(data)
+            sent = sio.send_nowait(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
+            return b""
         finally:
             conn.limit = math.inf
+        return data[sent:] if sent < len(data) else b""
 
     async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
         """Send the head of a streamed answer, and `first` piece of the body with it
@@ -605,8 +613,9 @@ class ResponseWriter:
         stream = self._stream
         if type(stream) is not SocketIO or not data:
             return data  # a trio stream: the stream's task writes it
+        sio = stream
         try:
-            sent = stream.send_nowait(data)
+            sent = sio.send_nowait(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
             return None

@@ -6,3 +6,4 @@ cimport cython
 @cython.final
 cdef class SocketIO:
     cdef public object sock, _unyielded, _unchecked, _closed, _sent, _eager
+    cpdef send_nowait(self, data)
