@@ -21,3 +21,5 @@ cdef class SessionTable:
     cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended
     cpdef _expired(self, session, now)
     cpdef get(self, session_id, now)
+    cpdef begin_request(self, Session session)
+    cpdef end_request(self, Session session, now)

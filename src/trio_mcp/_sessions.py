@@ -206,11 +206,9 @@ class SessionTable:
             and now - session.last_active > self.idle_timeout_s + self.grace_s
         )
 
-    @staticmethod
-    def begin_request(session: Session) -> None:
+    def begin_request(self, session: Session) -> None:
         session.active_requests += 1
 
-    @staticmethod
-    def end_request(session: Session, now: float) -> None:
+    def end_request(self, session: Session, now: float) -> None:
         session.active_requests -= 1
         session.last_active = now

@@ -22,13 +22,13 @@ PXDS = sorted(SRC.rglob("*.pxd"))
 
 
 def _declared(pxd: Path) -> dict[str, set[str]]:
-    """class name -> the attributes its ``cdef public object`` lines declare."""
+    """class name -> the attributes its ``cdef public <type>`` lines declare."""
     classes: dict[str, set[str]] = {}
     current = None
     for line in pxd.read_text().splitlines():
         if match := re.match(r"cdef class (\w+):", line):
             current = classes.setdefault(match[1], set())
-        elif match := re.match(r"\s+cdef public object (.+)", line):
+        elif match := re.match(r"\s+cdef public \w+ (.+)", line):
             assert current is not None, line
             current.update(name.strip() for name in match[1].split(","))
     return classes

@@ -5,13 +5,16 @@
 # call (the method stays callable from Python, as in the .py).
 cimport cython
 from trio_mcp._sessions cimport Session, SessionTable
+from trio_mcp._trio._dispatch cimport Dispatcher
 
 cdef class MCPEndpoint:
-    cdef public object app, config, authenticate, sessions, _accept_cache
+    cdef public object app, config, authenticate, _accept_cache
+    cdef public SessionTable sessions
     cdef public object _host_verdicts, _now, _sweep_interval_s, _swept_at
     cdef public object _server_info_key, _server_info_value
     cdef public object events, _broadcasts, _listeners, _nursery, lifespan_state
-    cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts, dispatch
+    cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts
+    cdef public Dispatcher dispatch
     cdef public object sealer
     cpdef _check_origin(self, request)
     @cython.locals(raw=bytes, table=SessionTable, session=Session)

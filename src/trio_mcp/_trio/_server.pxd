@@ -11,16 +11,20 @@ cdef class _DateCache:
 
 @cython.final
 cdef class _Connection:
-    cdef public object http, timer, limit, since, waiting_idle
+    cdef public HTTP11Connection http
+    cdef public object timer, limit, since, waiting_idle
 
 @cython.final
 cdef class HTTPServer:
     cdef public object handler, config, sockets, _connections, _connections_total
-    cdef public object _requests_total, _shutdown, _dates, timeout_tick_s
+    cdef public object _requests_total, _shutdown, timeout_tick_s
+    cdef public _DateCache _dates
 
 @cython.final
 cdef class ResponseWriter:
-    cdef public object _stream, _conn, _dates, _write_timeout, _frame, state, broken
+    cdef public object _stream, _write_timeout, _frame, state, broken
+    cdef public _Connection _conn
+    cdef public _DateCache _dates
     @cython.locals(conn=_Connection, http=HTTP11Connection, dates=_DateCache, sio=SocketIO)
     cpdef _respond_now(self, response)
     @cython.locals(sio=SocketIO)
