@@ -6,6 +6,7 @@
 cimport cython
 from trio_mcp._sessions cimport Session, SessionTable
 from trio_mcp._trio._dispatch cimport Dispatcher
+from trio_mcp._trio._streams cimport Listener, Outbox
 
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, _accept_cache
@@ -24,3 +25,5 @@ cdef class MCPEndpoint:
     cpdef _initialize(self, request, message, principal, batch)
     cpdef _initialize_result(self, params)
     cpdef _notification(self, message, session)
+    @cython.locals(listener=Listener, outbox=Outbox)
+    cpdef _deliver_to_listeners(self, method, params, uri)

@@ -676,7 +676,8 @@ class MCPEndpoint:
             elif not dict.get(listener.honored, flag):
                 continue
             frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
-            if not listener.outbox.offer(frame, now):
+            outbox = listener.outbox
+            if not outbox.offer(frame, now):
                 self._listeners.pop(listener, None)  # too slow: the client must listen again
 
     def _decorate(self, method: str, result: dict[str, Any]) -> None:

@@ -6,6 +6,7 @@ cimport cython
 cdef class Outbox:
     cdef public object _writer, _queue, _rest, _idle, _space, _busy, _last_direct
     cdef public object closed, limit
+    cpdef offer(self, frame, now=*)
 
 cdef class Listener:
     cdef public object id, honored, outbox, meta
