@@ -25,4 +25,4 @@ cdef class HTTP11Connection:
     @cython.locals(method_bytes=bytes, target_bytes=bytes)
     cpdef _read_body(self)
     cpdef _decide_close(self, streaming)
-    cpdef full_response(self, response, date)
+    cpdef full_response(self, Response response, date)
