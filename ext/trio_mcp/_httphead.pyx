@@ -37,6 +37,25 @@ cdef enum:
 cdef unsigned char _CLASS[256]
 cdef unsigned char _LOWER[256]
 
+# Header names that most requests carry, lowercase. A line whose name is one of
+# them (in any case) gets this very object back instead of a new bytes object:
+# no allocation, and its hash, which the singleton-header map needs, is
+# computed once per process instead of once per request.
+_COMMON_NAMES = (
+    b"host", b"accept", b"accept-encoding", b"accept-language", b"authorization",
+    b"cache-control", b"connection", b"content-length", b"content-type", b"cookie",
+    b"expect", b"forwarded", b"last-event-id", b"mcp-method", b"mcp-name",
+    b"mcp-protocol-version", b"mcp-session-id", b"origin", b"pragma", b"referer",
+    b"te", b"traceparent", b"transfer-encoding", b"upgrade", b"user-agent",
+    b"x-forwarded-for", b"x-forwarded-proto",
+)
+cdef Py_ssize_t _LONGEST_COMMON = max([len(name) for name in _COMMON_NAMES])
+# index: a name's length; value: the common names of that length
+cdef tuple _COMMON_BY_LENGTH = tuple([
+    tuple([name for name in _COMMON_NAMES if len(name) == size])
+    for size in range(_LONGEST_COMMON + 1)
+])
+
 
 cdef void _init_tables() noexcept:
     cdef int c
@@ -265,11 +284,22 @@ cdef int _parse_request_line(
     return http_minor
 
 
+cdef bint _is_lowercase_of(const unsigned char* p, bytes lower, Py_ssize_t n) noexcept:
+    """Whether ``p[:n]`` lowercased is `lower` (whose length is n)."""
+    cdef const unsigned char* w = <const unsigned char*>PyBytes_AS_STRING(lower)
+    cdef Py_ssize_t i
+    for i in range(n):
+        if _LOWER[p[i]] != w[i]:
+            return False
+    return True
+
+
 cdef tuple _parse_header_line(const unsigned char* p, Py_ssize_t n):
     """``field-name ":" OWS field-value OWS`` in ``p[:n]`` -> (name, value)."""
     cdef const unsigned char* q
     cdef Py_ssize_t colon, i, vs, ve
-    cdef bytes name
+    cdef bytes name = None
+    cdef bytes common
     cdef unsigned char* w
 
     if n > 0 and (p[0] == SP or p[0] == HT):
@@ -282,12 +312,18 @@ cdef tuple _parse_header_line(const unsigned char* p, Py_ssize_t n):
         raise RemoteProtocolError("empty header name", 400)
     if p[colon - 1] == SP or p[colon - 1] == HT:
         raise RemoteProtocolError("whitespace between header name and colon", 400)
-    name = PyBytes_FromStringAndSize(NULL, colon)
-    w = <unsigned char*>PyBytes_AS_STRING(name)
-    for i in range(colon):
-        if not (_CLASS[p[i]] & C_TCHAR):
-            raise RemoteProtocolError("invalid character in header name", 400)
-        w[i] = _LOWER[p[i]]
+    if colon <= _LONGEST_COMMON:
+        for common in <tuple>_COMMON_BY_LENGTH[colon]:
+            if _is_lowercase_of(p, common, colon):
+                name = common  # (its bytes are all tchars)
+                break
+    if name is None:
+        name = PyBytes_FromStringAndSize(NULL, colon)
+        w = <unsigned char*>PyBytes_AS_STRING(name)
+        for i in range(colon):
+            if not (_CLASS[p[i]] & C_TCHAR):
+                raise RemoteProtocolError("invalid character in header name", 400)
+            w[i] = _LOWER[p[i]]
     for i in range(colon + 1, n):
         if not (_CLASS[p[i]] & C_VALUE):
             raise RemoteProtocolError("invalid character in header value", 400)

@@ -128,6 +128,33 @@ def test_header_line(impl: Any, line: bytes, expected: tuple[bytes, bytes]) -> N
     assert result[3] == [expected]
 
 
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (b"HOST", b"host"),
+        (b"Mcp-Session-Id", b"mcp-session-id"),
+        (b"MCP-PROTOCOL-VERSION", b"mcp-protocol-version"),
+        (b"x-forwarded-PROTO", b"x-forwarded-proto"),
+        (b"Te", b"te"),
+        (b"Hosts", b"hosts"),  # one byte longer than a common name
+        (b"Hst", b"hst"),  # one byte shorter
+        (b"Mcp-Session-Ix", b"mcp-session-ix"),  # the same length, last byte differs
+        (b"Mcp_Session-Id", b"mcp_session-id"),  # a tchar where the common name has "-"
+    ],
+)
+def test_common_and_near_common_names(impl: Any, name: bytes, expected: bytes) -> None:
+    data = head(b"GET / HTTP/1.1", name + b": v", name + b": w")
+    _, _, _, headers = impl.httphead.parse_head(data, MAX_LINE, MAX_HEADERS)
+    assert headers == [(expected, b"v"), (expected, b"w")]
+    assert all(type(n) is bytes for n, _ in headers)
+
+
+def test_invalid_name_that_lowercases_near_a_common_one(impl: Any) -> None:
+    data = head(b"GET / HTTP/1.1", b"Hos\x80: v")
+    with pytest.raises(RemoteProtocolError, match="invalid character in header name"):
+        impl.httphead.parse_head(data, MAX_LINE, MAX_HEADERS)
+
+
 def test_order_and_duplicates_preserved(impl: Any) -> None:
     data = head(b"GET / HTTP/1.1", b"B: 1", b"a: 2", b"B: 3", b"b: 4")
     _, _, _, headers = impl.httphead.parse_head(data, MAX_LINE, MAX_HEADERS)
@@ -388,7 +415,12 @@ def near_valid_heads(draw: st.DrawFn) -> bytes:
     sep = draw(weighted([b" "] * 3, [b"  ", b"\t"]))
     lines = [method + sep + target + b" " + version]
     for _ in range(draw(st.integers(0, 6))):
-        name = draw(weighted([b"Host", b"X-A", b"mcp-session-id"], [b"", b"X y", b"X\x80"]))
+        name = draw(
+            weighted(
+                [b"Host", b"X-A", b"mcp-session-id", b"Content-TYPE", b"MCP-Protocol-Version"],
+                [b"", b"X y", b"X\x80", b"Hos\x80", b"Mcp-Nam:", b"accept\t"],
+            )
+        )
         colon = draw(weighted([b":", b": ", b":\t"], [b" :", b""]))
         value = draw(st.one_of(over(VCHAR + OBS_TEXT + b" \t", 0, 12), st.binary(max_size=12)))
         lines.append(name + colon + value)
