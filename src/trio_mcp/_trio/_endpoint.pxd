@@ -6,7 +6,7 @@
 cimport cython
 from trio_mcp._sessions cimport Session, SessionTable
 from trio_mcp._trio._dispatch cimport Dispatcher
-from trio_mcp._trio._streams cimport Listener, Outbox
+from trio_mcp._trio._streams cimport Listener
 
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, _accept_cache
@@ -18,12 +18,12 @@ cdef class MCPEndpoint:
     cdef public Dispatcher dispatch
     cdef public object sealer
     cpdef _check_origin(self, request)
-    @cython.locals(raw=bytes, table=SessionTable, session=Session)
+    @cython.locals(raw=bytes, session=Session)
     cpdef _session_for(self, request, principal)
     cpdef _decorate(self, method, result)
     cpdef _server_info(self)
     cpdef _initialize(self, request, message, principal, batch)
     cpdef _initialize_result(self, params)
     cpdef _notification(self, message, session)
-    @cython.locals(listener=Listener, outbox=Outbox)
+    @cython.locals(listener=Listener)
     cpdef _deliver_to_listeners(self, method, params, uri)

@@ -418,8 +418,7 @@ class MCPEndpoint:
         raw = dict.get(singles, b"mcp-session-id")
         if raw is None:
             return None
-        table = self.sessions
-        session = table.get(raw.decode("latin-1"), self._swept_at)
+        session = self.sessions.get(raw.decode("latin-1"), self._swept_at)
         if session is None:
             raise _Reject(404, INVALID_REQUEST, "Session not found: initialize a new session")
         if session.principal != principal:
@@ -676,8 +675,7 @@ class MCPEndpoint:
             elif not dict.get(listener.honored, flag):
                 continue
             frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
-            outbox = listener.outbox
-            if not outbox.offer(frame, now):
+            if not listener.outbox.offer(frame, now):
                 self._listeners.pop(listener, None)  # too slow: the client must listen again
 
     def _decorate(self, method: str, result: dict[str, Any]) -> None:

@@ -570,7 +570,8 @@ class ResponseWriter:
         if type(stream) is not SocketIO:
             return data
         # This is every JSON answer: the socket almost always takes it whole,
-        # with no coroutine and no time limit to set.
+        # with no coroutine and no time limit to set. (`sio` is typed SocketIO
+        # in the .pxd, so that send_nowait is a C call.)
         sio = stream
         try:
             sent = sio.send_nowait(data)
@@ -613,7 +614,7 @@ class ResponseWriter:
         stream = self._stream
         if type(stream) is not SocketIO or not data:
             return data  # a trio stream: the stream's task writes it
-        sio = stream
+        sio = stream  # (typed SocketIO in the .pxd)
         try:
             sent = sio.send_nowait(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):

@@ -9,7 +9,8 @@ cdef class Outbox:
     cpdef offer(self, frame, now=*)
 
 cdef class Listener:
-    cdef public object id, honored, outbox, meta
+    cdef public object id, honored, meta
+    cdef public Outbox outbox
 
 cdef class PostStream:
     cdef public object _endpoint, _writer, _session, _version, _cors, number
