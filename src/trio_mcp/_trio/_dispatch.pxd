@@ -5,3 +5,4 @@ cimport cython
 
 cdef class Dispatcher:
     cdef public object app, methods, _modern_for, _modern_methods
+    cpdef modern_methods(self)

@@ -6,6 +6,9 @@
 cimport cython
 from trio_mcp._sessions cimport Session, SessionTable
 from trio_mcp._trio._dispatch cimport Dispatcher
+from trio_mcp._http11 cimport Request
+from trio_mcp._jsonrpc cimport Request as RPCRequest
+from trio_mcp._modern cimport Envelope
 from trio_mcp._trio._streams cimport Listener
 
 cdef class MCPEndpoint:
@@ -25,5 +28,7 @@ cdef class MCPEndpoint:
     cpdef _initialize(self, request, message, principal, batch)
     cpdef _initialize_result(self, params)
     cpdef _notification(self, message, session)
+    @cython.locals(rpc=RPCRequest, envelope=Envelope)
+    cpdef _modern_checked(self, Request request, message)
     @cython.locals(listener=Listener)
     cpdef _deliver_to_listeners(self, method, params, uri)

@@ -542,14 +542,32 @@ class MCPEndpoint:
     async def _modern_post(
         self, request: Request, message: Any, principal: object, cors: Headers
     ) -> Response | DeferredResponse:
+        checked = self._modern_checked(request, message)
+        if type(checked) is Response:
+            return checked
+        envelope = checked
+        if message.method == "subscriptions/listen":
+            return self._listen(message, envelope, cors)
+        if self.app.authorize is not None and await self._denied([message], principal):
+            body = dumps(error_message(message.id, _FORBIDDEN))
+            return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE, body)
+        return DeferredResponse(
+            functools.partial(self._modern_respond, request, message, envelope, principal, cors)
+        )
+
+    def _modern_checked(self, request: Request, message: Any) -> Response | Envelope:
+        """A 2026-07-28 POST's checks before anything runs, in the digest's order:
+        the request's `Envelope`, or the Response that refuses it."""
         if type(message) is Notification:
             return Response(202)  # no client notifications are defined on HTTP here
         if type(message) is Invalid:
             raise _Reject(400, message.error.code, message.error.message)
         if type(message) is not RPCRequest:
             raise _Reject(400, INVALID_REQUEST, "Invalid request: clients must not post responses")
+        rpc = message  # (typed in the .pxd, as are the other locals below)
+        method = rpc.method
         try:
-            envelope = check_envelope(message.method, message.params, request.singles)
+            envelope = check_envelope(method, rpc.params, request.singles)
             if envelope.log_level is not None and envelope.log_level not in LOG_LEVELS:
                 raise EnvelopeError(
                     400,
@@ -558,11 +576,11 @@ class MCPEndpoint:
                     ),
                 )
         except EnvelopeError as exc:
-            return Response(exc.status, _JSON_HEADERS, dumps(error_message(message.id, exc.error)))
-        if message.method == "subscriptions/listen":
-            return self._listen(message, envelope, cors)
-        if message.method == "tools/call":
-            params = message.params
+            return Response(exc.status, _JSON_HEADERS, dumps(error_message(rpc.id, exc.error)))
+        if method == "subscriptions/listen":
+            return envelope
+        if method == "tools/call":
+            params = rpc.params
             name = dict.get(params, "name")
             tool = dict.get(self.app.tools, name) if isinstance(name, str) else None
             arguments = dict.get(params, "arguments")
@@ -572,16 +590,11 @@ class MCPEndpoint:
                 )
                 if problem is not None:
                     error = MCPError(HEADER_MISMATCH, problem)
-                    return Response(400, _JSON_HEADERS, dumps(error_message(message.id, error)))
-        if message.method not in self.dispatch.modern_methods():
-            error = MCPError(METHOD_NOT_FOUND, f"Method not found: {message.method}")
-            return Response(404, _JSON_HEADERS, dumps(error_message(message.id, error)))
-        if self.app.authorize is not None and await self._denied([message], principal):
-            body = dumps(error_message(message.id, _FORBIDDEN))
-            return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE, body)
-        return DeferredResponse(
-            functools.partial(self._modern_respond, request, message, envelope, principal, cors)
-        )
+                    return Response(400, _JSON_HEADERS, dumps(error_message(rpc.id, error)))
+        if method not in self.dispatch.modern_methods():
+            error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            return Response(404, _JSON_HEADERS, dumps(error_message(rpc.id, error)))
+        return envelope
 
     async def _modern_respond(
         self,
