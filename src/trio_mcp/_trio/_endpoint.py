@@ -543,7 +543,7 @@ class MCPEndpoint:
         self, request: Request, message: Any, principal: object, cors: Headers
     ) -> Response | DeferredResponse:
         checked = self._modern_checked(request, message)
-        if type(checked) is Response:
+        if isinstance(checked, Response):
             return checked
         envelope = checked
         if message.method == "subscriptions/listen":
