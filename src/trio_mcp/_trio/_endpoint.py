@@ -564,7 +564,7 @@ class MCPEndpoint:
             raise _Reject(400, message.error.code, message.error.message)
         if type(message) is not RPCRequest:
             raise _Reject(400, INVALID_REQUEST, "Invalid request: clients must not post responses")
-        rpc = message  # (typed in the .pxd, as are the other locals below)
+        rpc = message  # (typed RPCRequest in the .pxd, and envelope Envelope)
         method = rpc.method
         try:
             envelope = check_envelope(method, rpc.params, request.singles)

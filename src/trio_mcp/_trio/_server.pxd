@@ -25,7 +25,7 @@ cdef class ResponseWriter:
     cdef public object _stream, _write_timeout, _frame, state, broken
     cdef public _Connection _conn
     cdef public _DateCache _dates
-    @cython.locals(conn=_Connection, http=HTTP11Connection, dates=_DateCache, sio=SocketIO)
+    @cython.locals(conn=_Connection, sio=SocketIO)
     cpdef _respond_now(self, response)
     @cython.locals(sio=SocketIO)
     cpdef send_nowait(self, piece)

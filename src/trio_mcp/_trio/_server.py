@@ -563,9 +563,7 @@ class ResponseWriter:
         """The synchronous part of `respond`: what the socket did not take of
         the response (b"" when it all went, or the peer is gone)."""
         conn = self._conn
-        http = conn.http
-        dates = self._dates
-        data = http.full_response(response, dates.get())
+        data = conn.http.full_response(response, self._dates.get())
         stream = self._stream
         if type(stream) is not SocketIO:
             return data

@@ -19,14 +19,18 @@ readiness (trio re-arms the registration on every wait, a system call each).
 By the time the other runnable connections have had their turn, the client's
 next request has usually arrived; when it has not, the connection waits
 normally for the next two answers before it tries again. On the echo benchmark
-this took the server from 16.0 to 13.0 µs of CPU per request. The pause is
-short because a waiting connection is read after every eager one of the next
-batch: answered last in a batch, it stays last while it waits, and each of its
-requests then waits about two batches instead of one (a pause of 16 answers
-gave 3% less throughput and a 7% higher p99 under 64 busy connections). That yield is a schedule
-point but, like the calls above, a cancel point only every few answers
-(``cancel_shielded_checkpoint``, then a full ``checkpoint`` when one is due):
-a connection kept busy sees cancellation within `_YIELD_EVERY` calls.
+this took the server from 16.0 to 13.0 µs of CPU per request.
+
+The pause is short because a waiting connection is read after every eager one
+of the next batch: answered last in a batch, it stays last while it waits, and
+each of its requests then waits about two batches instead of one (a pause of
+16 answers gave 3% less throughput and a 7% higher p99 under 64 busy
+connections).
+
+The yield after an answer is a schedule point but, like the calls above, a
+cancel point only every few answers (``cancel_shielded_checkpoint``, then a
+full ``checkpoint`` when one is due): a connection kept busy sees
+cancellation within `_YIELD_EVERY` calls.
 """
 
 from __future__ import annotations
