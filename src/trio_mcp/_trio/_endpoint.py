@@ -591,6 +591,10 @@ class MCPEndpoint:
                 if problem is not None:
                     error = MCPError(HEADER_MISMATCH, problem)
                     return Response(400, _JSON_HEADERS, dumps(error_message(rpc.id, error)))
+            if tool is not None:
+                # a registered tool means the tools capability, so tools/call is
+                # advertised: no need to rebuild the capabilities' key to know it
+                return envelope
         if method not in self.dispatch.modern_methods():
             error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
             return Response(404, _JSON_HEADERS, dumps(error_message(rpc.id, error)))
