@@ -563,10 +563,16 @@ async def test_status_map_token_lacks_scope(start_mcp) -> None:
     app = Server("scoped", authorize=no_tools)
     app.add_tool(lambda: "x", name="t")
     server = await start_mcp(app)
-    reply, answer = await call(server.ports[0], modern_body("tools/call", {"name": "t"}))
+    body = modern_body("tools/call", {"name": "t"})
+    origin = (b"Origin", b"http://localhost:5173")
+    reply, answer = await call(server.ports[0], body, extra=[*modern_headers(body), origin])
     assert reply.status == 403
     assert reply.header(b"www-authenticate") == b'Bearer error="insufficient_scope"'
+    assert reply.header(b"access-control-allow-origin") == b"http://localhost:5173"
     assert answer["id"] == 1
+    reply, answer = await call(server.ports[0], modern_body("tools/list"))
+    assert reply.status == 200  # the hook refuses tools/call only
+    assert [tool["name"] for tool in answer["result"]["tools"]] == ["t"]
 
 
 async def test_cache_hints_per_list_and_per_resource(start_mcp) -> None:

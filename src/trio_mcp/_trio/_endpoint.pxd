@@ -30,5 +30,6 @@ cdef class MCPEndpoint:
     cpdef _notification(self, message, session)
     @cython.locals(rpc=RPCRequest, envelope=Envelope)
     cpdef _modern_checked(self, Request request, message)
+    cpdef _modern_post(self, Request request, message, principal, cors)
     @cython.locals(listener=Listener)
     cpdef _deliver_to_listeners(self, method, params, uri)

@@ -467,7 +467,7 @@ class MCPEndpoint:
                 # the legacy rule for a version we don't speak, in a body a dual-era
                 # client does not read as a modern error: it falls back to initialize
                 raise _Reject(400, INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version")
-            return await self._modern_post(request, first, principal, cors)
+            return self._modern_post(request, first, principal, cors)
         if eras == "modern":
             requested = header.decode("latin-1") if header is not None else HEADERLESS_VERSION
             error = MCPError(
@@ -539,18 +539,17 @@ class MCPEndpoint:
 
     # ---- the 2026-07-28 revision: stateless requests -------------------------
 
-    async def _modern_post(
+    def _modern_post(
         self, request: Request, message: Any, principal: object, cors: Headers
     ) -> Response | DeferredResponse:
+        """A 2026-07-28 POST: its refusal, its listen stream, or its deferred answer
+        (synchronous: the authorize hook, if any, runs in `_modern_respond`)."""
         checked = self._modern_checked(request, message)
         if isinstance(checked, Response):
             return checked
         envelope = checked
         if message.method == "subscriptions/listen":
             return self._listen(message, envelope, cors)
-        if self.app.authorize is not None and await self._denied([message], principal):
-            body = dumps(error_message(message.id, _FORBIDDEN))
-            return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE, body)
         return DeferredResponse(
             functools.partial(self._modern_respond, request, message, envelope, principal, cors)
         )
@@ -609,6 +608,10 @@ class MCPEndpoint:
         cors: Headers,
         writer: Any,
     ) -> None:
+        if self.app.authorize is not None and await self._denied([message], principal):
+            body = dumps(error_message(message.id, _FORBIDDEN))
+            await writer.respond(Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body))
+            return
         stream = PostStream(self, writer, None, envelope.version, cors)
         try:
             answer = await self._run(
