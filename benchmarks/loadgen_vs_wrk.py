@@ -40,12 +40,15 @@ load generators pinned to CPU 1, one process/thread each. Every request is a
    or the bench's own lateness. ``--open-only`` skips comparison 1;
    ``--together`` runs the two generators of comparison 2 at the same time
    (each at ``--rate`` over ``--rate-connections``), so that both see the same
-   moments of the machine.
+   moments of the machine: this is how the 20% line is judged, because on a
+   shared VM one tool's p99 moves by 2-3x between rounds, and with the tools
+   taking turns the ratio compares different moments.
 
 Wall-clock latency is noisy on a shared machine (p99 most of all), CPU per
-request much less so. Results of 2026-11-29 on a quiet machine (5 rounds of
-10 s): CPU per 10,000 requests wrk 0.120 s, trio-mcp bench 0.238 s (1.99x);
-open loop p50 0.095 vs 0.096 ms (1.01), p99 0.327 vs 0.196 ms (0.60).
+request much less so. Results of 2026-11-30 (``--rounds 5 --duration 10
+--together``): CPU per 10,000 requests wrk 0.103 s, trio-mcp bench 0.269 s
+(2.60x); open loop, both at once, p50 0.079 vs 0.090 ms (1.14), p99 0.247 vs
+0.209 ms (0.85). Taking turns, the same day: p50 1.06, p99 0.69.
 ``--json`` (default ``benchmarks/results/loadgen-vs-wrk.json``) records every
 run, the commands and the machine.
 """
