@@ -1,9 +1,10 @@
 """trio's scheduler while trio-mcp owns the trio run: FIFO batches (`fifo_batches`) and
-instrument checks at C speed (`lean_instruments`)."""
+instrument checks at C speed (`lean_instruments`); and `schedule_point`."""
 
 from __future__ import annotations
 
 import importlib
+import types
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,7 +13,7 @@ import trio
 
 from trio_mcp import ServerConfig
 from trio_mcp._trio import _scheduling, _server
-from trio_mcp._trio._scheduling import fifo_batches, lean_instruments
+from trio_mcp._trio._scheduling import fifo_batches, lean_instruments, schedule_point
 
 _TASKS = 6
 _ROUNDS = 20
@@ -184,3 +185,44 @@ def test_run_serves_with_lean_instruments() -> None:
     with pytest.raises(_Seen):
         _server.run(handler, ServerConfig(port=0), around=around())
     assert seen == [True]
+
+
+# ---- schedule_point ---------------------------------------------------------------
+
+
+def test_schedule_point_yields_trios_trap_on_the_installed_trio() -> None:
+    assert schedule_point is not trio.lowlevel.cancel_shielded_checkpoint
+
+
+def test_schedule_point_is_trios_function_without_the_trap() -> None:
+    without = _scheduling._schedule_point_for(types.SimpleNamespace())
+    assert without is trio.lowlevel.cancel_shielded_checkpoint
+
+
+async def test_schedule_point_lets_the_other_runnable_tasks_run() -> None:
+    steps: list[str] = []
+
+    async def step(name: str) -> None:
+        for number in range(3):
+            steps.append(f"{name}{number}")
+            assert await schedule_point() is None
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(step, "a")
+        nursery.start_soon(step, "b")
+    # each task ran one step per batch: the two alternate
+    assert sorted(steps[0:2]) == ["a0", "b0"]
+    assert sorted(steps[2:4]) == ["a1", "b1"]
+    assert sorted(steps[4:6]) == ["a2", "b2"]
+
+
+async def test_schedule_point_is_not_a_cancel_point() -> None:
+    reached: list[str] = []
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await schedule_point()  # the cancellation is not delivered here...
+        reached.append("after the schedule point")
+        await trio.lowlevel.checkpoint()  # ...but at the next cancel point
+        reached.append("after the checkpoint")
+    assert reached == ["after the schedule point"]
+    assert scope.cancelled_caught

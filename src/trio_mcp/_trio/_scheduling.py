@@ -1,4 +1,5 @@
-"""Two adjustments to trio's scheduler, for a trio run the server owns.
+"""Two adjustments to trio's scheduler, for a trio run the server owns, and a
+cheaper schedule point.
 
 First-in, first-out batches (`fifo_batches`):
 
@@ -28,6 +29,15 @@ ask is an interpreted ``__contains__`` call: 1.3% of the instructions of a
 subclass that keeps trio's own ``add_instrument``, ``remove_instrument`` and
 ``call``, on the current run's runner; instruments work as before. It does
 nothing (returning False) unless trio's registry is still that ``UserDict``.
+
+A schedule point without the wrappers (`schedule_point`): trio's
+``cancel_shielded_checkpoint`` is an ``async def`` that awaits a generator
+yielding trio's ``CancelShieldedCheckpoint`` trap and then unwraps the
+``Value(None)`` the scheduler sends back. `schedule_point` is one generator
+yielding the same trap: the same schedule point (the scheduler reschedules
+the task at once; it is no cancel point), one coroutine and one unwrap less.
+Each answered request passes one, and it took 3.4% off the instructions of a
+``tools/call``. It is trio's own function when trio no longer has the trap.
 """
 
 from __future__ import annotations
@@ -36,8 +46,9 @@ import functools
 import importlib
 import random
 import threading
+import types
 from collections import UserDict
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -137,3 +148,25 @@ def lean_instruments() -> bool:
         return False
     runner.instruments = cls(registry.data)
     return True
+
+
+def _schedule_point_for(traps: Any) -> Callable[[], Awaitable[None]]:
+    """A schedule point yielding the trap of `traps` (trio's ``_traps`` module);
+    trio's ``cancel_shielded_checkpoint`` when that module has no such trap."""
+    trap = getattr(traps, "CancelShieldedCheckpoint", None)
+    if trap is None:
+        return trio.lowlevel.cancel_shielded_checkpoint
+
+    @types.coroutine
+    def schedule_point() -> Generator[Any, Any, None]:
+        # trio answers this trap by rescheduling the task with Value(None):
+        # there is nothing to unwrap
+        yield trap
+
+    return schedule_point
+
+
+#: ``await schedule_point()``: ``trio.lowlevel.cancel_shielded_checkpoint``, cheaper.
+schedule_point: Callable[[], Awaitable[None]] = _schedule_point_for(
+    importlib.import_module("trio._core._traps")
+)

@@ -28,8 +28,9 @@ each of its requests then waits about two batches instead of one (a pause of
 connections).
 
 The yield after an answer is a schedule point but, like the calls above, a
-cancel point only every few answers (``cancel_shielded_checkpoint``, then a
-full ``checkpoint`` when one is due): a connection kept busy sees
+cancel point only every few answers (`_scheduling.schedule_point`, trio's
+``cancel_shielded_checkpoint`` without its wrappers, then a full
+``checkpoint`` when one is due): a connection kept busy sees
 cancellation within `_YIELD_EVERY` calls.
 """
 
@@ -41,7 +42,6 @@ from typing import Final
 
 import trio
 from trio.lowlevel import (
-    cancel_shielded_checkpoint,
     checkpoint,
     notify_closing,
     wait_readable,
@@ -49,6 +49,7 @@ from trio.lowlevel import (
 )
 
 from .._config import ServerConfig
+from ._scheduling import schedule_point
 
 _YIELD_EVERY: Final = 8
 _EAGER_PAUSE: Final = 2
@@ -89,14 +90,15 @@ class SocketIO:
             self._unyielded = 0  # both ways below are schedule points
             if self._eager <= 0:
                 # A cancel point only every _YIELD_EVERY-th time: trio's
-                # checkpoint() is the cheaper cancel-shielded one plus a look
-                # at the task's cancel status.
+                # checkpoint() is a cancel-shielded one plus a look at the
+                # task's cancel status (schedule_point: trio's trap, yielded
+                # directly).
                 self._unchecked += 1
                 if self._unchecked >= _YIELD_EVERY:
                     self._unchecked = 0
                     await checkpoint()
                 else:
-                    await cancel_shielded_checkpoint()
+                    await schedule_point()
                 try:
                     data = sock.recv(max_bytes)
                 except BlockingIOError:
