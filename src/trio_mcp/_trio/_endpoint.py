@@ -12,9 +12,9 @@ the response. Statuses are all decided before the first byte is written.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any, Final
 
 import trio
@@ -519,9 +519,7 @@ class MCPEndpoint:
         if session is None and len(requests) == 1 and requests[0].method == "initialize":
             return self._initialize(request, requests[0], principal, batch)
         return DeferredResponse(
-            functools.partial(
-                self._respond, request, session, version, messages, batch, principal, cors
-            )
+            partial(self._respond, request, session, version, messages, batch, principal, cors)
         )
 
     async def _denied(self, requests: list[RPCRequest], principal: object) -> set[Any]:
@@ -551,7 +549,7 @@ class MCPEndpoint:
         if message.method == "subscriptions/listen":
             return self._listen(message, envelope, cors)
         return DeferredResponse(
-            functools.partial(self._modern_respond, request, message, envelope, principal, cors)
+            partial(self._modern_respond, request, message, envelope, principal, cors)
         )
 
     def _modern_checked(self, request: Request, message: Any) -> Response | Envelope:
@@ -654,7 +652,7 @@ class MCPEndpoint:
             honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
         meta = b'"_meta":' + dumps({_SUBSCRIPTION_ID: message.id})
         listener = Listener(message.id, honored, meta)
-        return DeferredResponse(functools.partial(self._stream_listen, listener, envelope, cors))
+        return DeferredResponse(partial(self._stream_listen, listener, envelope, cors))
 
     async def _stream_listen(
         self, listener: Listener, envelope: Envelope, cors: Headers, writer: Any
@@ -872,9 +870,7 @@ class MCPEndpoint:
                 live.attach(outbox)
             else:
                 outbox.close()  # that POST has finished: replay, then end
-        return DeferredResponse(
-            functools.partial(self._stream_get, session, number, backlog, outbox, cors)
-        )
+        return DeferredResponse(partial(self._stream_get, session, number, backlog, outbox, cors))
 
     async def _stream_get(
         self,
@@ -942,7 +938,7 @@ class MCPEndpoint:
             ) from None
         outbox = Outbox()
         session.get_stream = outbox
-        return DeferredResponse(functools.partial(self._legacy_stream, session, outbox, cors))
+        return DeferredResponse(partial(self._legacy_stream, session, outbox, cors))
 
     async def _legacy_stream(
         self, session: Session, outbox: Outbox, cors: Headers, writer: Any
@@ -1160,7 +1156,7 @@ class MCPEndpoint:
         emit = stream.emit
         ask = None
         if session is not None and not self.config.json_response_only:
-            ask = functools.partial(self._ask_client, session, emit)
+            ask = partial(self._ask_client, session, emit)
         log_level: str | None
         mrtr = envelope is not None and method in _MRTR_METHODS
         input_responses: dict[str, Any] = {}

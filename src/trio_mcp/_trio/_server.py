@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import math
 import socket
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from email.utils import formatdate
+from math import inf
 from typing import Any, Final, Protocol, final
 
 import trio
@@ -139,7 +139,7 @@ class _Connection:
     def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
         self.http = http
         self.timer = timer
-        self.limit = math.inf
+        self.limit = inf
         self.since: float | None = None
         #: True while blocked reading the first byte of a next request.
         self.waiting_idle = False
@@ -393,7 +393,7 @@ class HTTPServer:
             assert isinstance(event, Request)
             self._requests_total += 1
             limited_phase = None
-            conn.limit = math.inf
+            conn.limit = inf
             try:
                 response = await handler(event)
             except Exception:
@@ -429,7 +429,7 @@ class HTTPServer:
     ) -> bool:
         """Let a DeferredResponse write its answer; False when the peer went away."""
         writer = ResponseWriter(stream, conn, self._dates, write_timeout)
-        conn.limit = math.inf
+        conn.limit = inf
         try:
             await response.respond(writer)
         except Exception:
@@ -461,13 +461,13 @@ class HTTPServer:
             )
             if http.stream_body_allowed:
                 frame = http.stream_framer()
-                conn.limit = math.inf  # producing the next piece may take long
+                conn.limit = inf  # producing the next piece may take long
                 async for piece in body:
                     data = frame(piece)
                     if data:
                         conn.limit_phase(write_timeout)
                         await stream.send_all(data)
-                        conn.limit = math.inf
+                        conn.limit = inf
             conn.limit_phase(write_timeout)
             await stream.send_all(http.end_stream())
             return True
@@ -546,7 +546,7 @@ class ResponseWriter:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
         finally:
-            conn.limit = math.inf
+            conn.limit = inf
 
     async def respond(self, response: Response) -> None:
         """Send one complete response."""
@@ -577,7 +577,7 @@ class ResponseWriter:
             self.broken = True
             return b""
         finally:
-            conn.limit = math.inf
+            conn.limit = inf
         return data[sent:] if sent < len(data) else b""
 
     async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
