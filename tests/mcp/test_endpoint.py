@@ -758,6 +758,53 @@ async def test_authorize_hook_refuses_per_method_and_tool(start_mcp) -> None:
     assert (None, "tools/call", "add") in calls
 
 
+async def test_authorize_hook_answers_keep_cors_and_batches_refuse_per_request(
+    start_mcp,
+) -> None:
+    async def authorize(principal: object, method: str, name: str | None) -> bool:
+        return not (method == "tools/call" and name == "add")
+
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    async def echo(text: str) -> str:
+        return text
+
+    origin = [(b"Origin", b"http://localhost:5173")]
+    server = await start_mcp(Server("guarded", authorize=authorize, tools=[add, echo]))
+    async with await connect(server.ports[0]) as client:
+        mcp = MCP(client)
+        # initialize passes the hook, and its answer still carries CORS and the session
+        hello = await mcp.post(initialize_body("2025-03-26"), extra=origin)
+        assert hello.status == 200
+        assert hello.header(b"access-control-allow-origin") == b"http://localhost:5173"
+        assert hello.header(b"access-control-expose-headers") == b"mcp-session-id"
+        assert hello.header(b"mcp-session-id") is not None
+        await mcp.initialize("2025-03-26")
+        add_call = {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "add", "arguments": {"a": 1, "b": 2}},
+        }
+        refused = await mcp.post(add_call, extra=origin)
+        assert refused.status == 403
+        assert refused.header(b"access-control-allow-origin") == b"http://localhost:5173"
+        assert refused.header(b"www-authenticate") == b'Bearer error="insufficient_scope"'
+        echo_call = {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "ok"}},
+        }
+        batch = await mcp.post([add_call, echo_call])
+        assert batch.status == 200
+        answers = orjson.loads(batch.body)
+        assert [a["id"] for a in answers] == [4, 5]
+        assert answers[0]["error"]["code"] == -32600
+        assert answers[1]["result"]["content"][0]["text"] == "ok"
+
+
 async def test_registration_by_lists() -> None:
     async def first() -> str:
         return "1"

@@ -21,6 +21,8 @@ cdef class MCPEndpoint:
     cdef public Dispatcher dispatch
     cdef public object sealer
     cpdef _check_origin(self, request)
+    cpdef _check_post_head(self, Request request)
+    cpdef _post(self, Request request, cors, principal)
     @cython.locals(raw=bytes, session=Session)
     cpdef _session_for(self, request, principal)
     cpdef _decorate(self, method, result)

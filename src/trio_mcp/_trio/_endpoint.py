@@ -329,7 +329,10 @@ class MCPEndpoint:
             if method in ("GET", "DELETE") and self.config.eras == "modern":
                 response = Response(405, [(b"allow", b"POST, OPTIONS")])
             elif method == "POST":
-                response = await self._post(request, cors)
+                self._check_post_head(request)
+                # (no coroutine at all when there is no authenticate hook)
+                principal = None if self.authenticate is None else await self._principal(request)
+                response = self._post(request, cors, principal)
             elif method == "DELETE":
                 response = await self._delete(request)
             elif method == "OPTIONS":
@@ -435,7 +438,8 @@ class MCPEndpoint:
             )
         return session
 
-    async def _post(self, request: Request, cors: Headers) -> Response | DeferredResponse:
+    def _check_post_head(self, request: Request) -> None:
+        """A POST's Accept and Content-Type, checked before authentication."""
         accept = tuple(request.header_values(b"accept"))
         acceptable = dict.get(self._accept_cache, accept)
         if acceptable is None:
@@ -450,12 +454,17 @@ class MCPEndpoint:
                 INVALID_REQUEST,
                 "Not Acceptable: Accept must allow application/json and text/event-stream",
             )
-        singles = request.singles
-        if not is_json_content_type(dict.get(singles, b"content-type")):
+        if not is_json_content_type(dict.get(request.singles, b"content-type")):
             raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
-        # (no coroutine at all when there is no authenticate hook)
-        principal = None if self.authenticate is None else await self._principal(request)
-        header = dict.get(singles, b"mcp-protocol-version")
+
+    def _post(
+        self, request: Request, cors: Headers, principal: object
+    ) -> Response | DeferredResponse:
+        """A POST after `_check_post_head` and authentication: its refusal or answer.
+
+        Synchronous: with an authorize hook, the requests are authorized where
+        they are answered (`_authorized_respond`)."""
+        header = dict.get(request.singles, b"mcp-protocol-version")
         try:
             messages, batch = decode_body(request.body, allow_batch=True)
         except MCPError as exc:
@@ -494,6 +503,7 @@ class MCPEndpoint:
                 raise _Reject(
                     400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
                 )
+        invalid_seen = False
         for message in messages:
             if type(message) is Notification:
                 self._notification(message, session)
@@ -501,26 +511,61 @@ class MCPEndpoint:
                 waiter = session.pending.get(message.id) if type(message.id) is int else None
                 if waiter is not None:
                     waiter.resolve(message)
-        if not requests and not any(type(m) is Invalid for m in messages):
+            elif type(message) is Invalid:
+                invalid_seen = True
+        if not requests and not invalid_seen:
             return Response(202)
         if not requests and not batch:
             invalid = messages[0]
             assert isinstance(invalid, Invalid)
             raise _Reject(400, invalid.error.code, invalid.error.message)
         if self.app.authorize is not None:
-            denied = await self._denied(requests, principal)
-            if denied and not batch:
-                body = dumps(error_message(requests[0].id, _FORBIDDEN))
-                return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE, body)
-            messages = [
-                Invalid(m.id, _FORBIDDEN) if type(m) is RPCRequest and m.id in denied else m
-                for m in messages
-            ]
+            return DeferredResponse(
+                partial(
+                    self._authorized_respond,
+                    request,
+                    session,
+                    version,
+                    messages,
+                    batch,
+                    principal,
+                    cors,
+                )
+            )
         if session is None and len(requests) == 1 and requests[0].method == "initialize":
             return self._initialize(request, requests[0], principal, batch)
         return DeferredResponse(
             partial(self._respond, request, session, version, messages, batch, principal, cors)
         )
+
+    async def _authorized_respond(
+        self,
+        request: Request,
+        session: Session | None,
+        version: str,
+        messages: list[Any],
+        batch: bool,
+        principal: object,
+        cors: Headers,
+        writer: Any,
+    ) -> None:
+        """The rest of `_post` when the application has an authorize hook: a
+        refused single request is a 403; in a batch, each refused one is an error."""
+        requests = [m for m in messages if type(m) is RPCRequest]
+        denied = await self._denied(requests, principal)
+        if denied and not batch:
+            body = dumps(error_message(requests[0].id, _FORBIDDEN))
+            await writer.respond(Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body))
+            return
+        messages = [
+            Invalid(m.id, _FORBIDDEN) if type(m) is RPCRequest and m.id in denied else m
+            for m in messages
+        ]
+        if session is None and len(requests) == 1 and requests[0].method == "initialize":
+            response = self._initialize(request, requests[0], principal, batch)
+            await writer.respond(Response(response.status, response.headers + cors, response.body))
+            return
+        await self._respond(request, session, version, messages, batch, principal, cors, writer)
 
     async def _denied(self, requests: list[RPCRequest], principal: object) -> set[Any]:
         """The ids of the requests the application's authorize hook refuses."""
