@@ -169,6 +169,40 @@ async def test_handler_error_gives_500_and_connection_lives_on(nursery, caplog) 
     assert "handler failed" in caplog.text
 
 
+class AnswersNowOrLater:
+    """A handler with ``respond_now``: b"now" bodies answered at once, b"boom"
+    raising there, anything else left to the awaited handler."""
+
+    def __init__(self) -> None:
+        self.awaited: list[bytes] = []
+
+    def respond_now(self, request: Request) -> Response | None:
+        if request.body == b"boom":
+            raise RuntimeError("secret detail")
+        if request.body == b"now":
+            return Response(200, [], b"answered now")
+        return None
+
+    async def __call__(self, request: Request) -> Response:
+        self.awaited.append(request.body)
+        await trio.lowlevel.checkpoint()
+        return Response(200, [], b"awaited " + request.body)
+
+
+async def test_respond_now_answers_first_and_none_awaits_the_handler(nursery, caplog) -> None:
+    handler = AnswersNowOrLater()
+    _, client, _ = await start(nursery, handler)
+    for body, answer in ((b"now", b"answered now"), (b"later", b"awaited later")):
+        await client.send(post(body))
+        assert (await client.read_reply()).body == answer
+    assert handler.awaited == [b"later"]
+    await client.send(post(b"boom"))
+    assert (await client.read_reply()).status == 500  # as if the handler had raised
+    assert "handler failed" in caplog.text
+    await client.send(post(b"now"))
+    assert (await client.read_reply()).body == b"answered now"
+
+
 async def test_expect_100_continue_before_body(nursery) -> None:
     _, client, _ = await start(nursery)
     await client.send(

@@ -20,6 +20,8 @@ cdef class MCPEndpoint:
     cdef public object _paths, _legacy_paths, _loopback, _origins, _hosts
     cdef public Dispatcher dispatch
     cdef public object sealer
+    cpdef respond_now(self, Request request)
+    cpdef _admit(self, Request request)
     cpdef _check_origin(self, request)
     cpdef _check_post_head(self, Request request)
     cpdef _post(self, Request request, cors, principal)

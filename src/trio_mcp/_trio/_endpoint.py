@@ -167,6 +167,9 @@ class _Reject(Exception):
         self.message = message
         self.headers = headers or []
 
+    def response(self) -> Response:
+        return _error_response(self.status, self.code, self.message, self.headers)
+
 
 def _error_response(
     status: int, code: int, message: str, headers: Headers | None = None
@@ -318,11 +321,10 @@ class MCPEndpoint:
             if request.path in self._legacy_paths:
                 return await self._legacy(request)
             return Response(404, [(b"content-type", b"text/plain")], b"not found\n")
-        try:
-            self._check_origin(request)
-        except _Reject as reject:
-            return _error_response(reject.status, reject.code, reject.message)
-        cors = _cors_headers(request)
+        admitted = self._admit(request)
+        if isinstance(admitted, Response):
+            return admitted
+        cors = admitted
         response: Response | DeferredResponse
         try:
             method = request.method
@@ -330,7 +332,6 @@ class MCPEndpoint:
                 response = Response(405, [(b"allow", b"POST, OPTIONS")])
             elif method == "POST":
                 self._check_post_head(request)
-                # (no coroutine at all when there is no authenticate hook)
                 principal = None if self.authenticate is None else await self._principal(request)
                 response = self._post(request, cors, principal)
             elif method == "DELETE":
@@ -345,7 +346,30 @@ class MCPEndpoint:
             else:
                 response = Response(405, [(b"allow", _ALLOW)])
         except _Reject as reject:
-            response = _error_response(reject.status, reject.code, reject.message, reject.headers)
+            response = reject.response()
+        if cors and type(response) is Response:
+            response.headers = response.headers + cors
+        return response
+
+    def respond_now(self, request: Request) -> Response | DeferredResponse | None:
+        """What `__call__` answers, for the requests that need no waiting to
+        answer: a POST to the endpoint when no authenticate hook is set (the
+        server tries this first, which saves a coroutine per request). None
+        for every other request: await the endpoint for those."""
+        if request.method != "POST" or self.authenticate is not None:
+            return None
+        if request.path not in self._paths:
+            return None
+        admitted = self._admit(request)
+        if isinstance(admitted, Response):
+            return admitted
+        cors = admitted
+        response: Response | DeferredResponse
+        try:
+            self._check_post_head(request)
+            response = self._post(request, cors, None)
+        except _Reject as reject:
+            response = reject.response()
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
@@ -391,6 +415,15 @@ class MCPEndpoint:
                     listener.outbox.close()
                 nursery.cancel_scope.cancel()  # the sweeper and any legacy requests
                 self.lifespan_state = None
+
+    def _admit(self, request: Request) -> Response | Headers:
+        """The CORS headers for the answer to `request`, or the 403 that
+        refuses its Host or Origin."""
+        try:
+            self._check_origin(request)
+        except _Reject as reject:
+            return reject.response()
+        return _cors_headers(request)
 
     def _check_origin(self, request: Request) -> None:
         singles = request.singles
@@ -947,11 +980,10 @@ class MCPEndpoint:
     # ---- the 2024-11-05 HTTP+SSE transport ----------------------------------
 
     async def _legacy(self, request: Request) -> Response | DeferredResponse:
-        try:
-            self._check_origin(request)
-        except _Reject as reject:
-            return _error_response(reject.status, reject.code, reject.message)
-        cors = _cors_headers(request)
+        admitted = self._admit(request)
+        if isinstance(admitted, Response):
+            return admitted
+        cors = admitted
         try:
             if request.path == self.config.sse_path:
                 if request.method not in ("GET", "HEAD"):
@@ -961,7 +993,7 @@ class MCPEndpoint:
                 return Response(405, [(b"allow", b"POST")] + cors)
             response = await self._legacy_post(request)
         except _Reject as reject:
-            response = _error_response(reject.status, reject.code, reject.message, reject.headers)
+            response = reject.response()
         response.headers = response.headers + cors
         return response
 

@@ -54,6 +54,11 @@ from ._socketio import RESOURCE_ERRNOS, SocketIO, bind_listeners, close_listener
 logger = logging.getLogger("trio_mcp.server")
 
 #: The application boundary: an async callable from a complete request to its answer.
+#: A handler object may also have a ``respond_now(request)`` method, which the
+#: server calls first: its answer, or None when the request needs the handler
+#: awaited. It must answer exactly as awaiting the handler would; it only saves
+#: a coroutine for the requests it can answer synchronously (`MCPEndpoint`
+#: answers POSTs this way).
 Handler = Callable[[Request], Awaitable[Response | StreamingResponse | DeferredResponse]]
 
 _INTERNAL_ERROR: Final = Response(
@@ -347,6 +352,8 @@ class HTTPServer:
         chunk_size = config.receive_chunk_bytes
         write_timeout = config.write_timeout_s
         handler = self.handler
+        # (a handler may answer without a coroutine: see `Handler`)
+        respond_now = getattr(handler, "respond_now", None)
         dates = self._dates
         # What runs per request, looked up once per connection: a method found
         # by name on each call costs a type lookup and a bound method each time.
@@ -395,7 +402,9 @@ class HTTPServer:
             limited_phase = None
             conn.limit = inf
             try:
-                response = await handler(event)
+                response = None if respond_now is None else respond_now(event)
+                if response is None:
+                    response = await handler(event)
             except Exception:
                 logger.exception("handler failed on %r", event)
                 response = _INTERNAL_ERROR
