@@ -178,6 +178,12 @@ def _error_response(
     return Response(status, _JSON_HEADERS + (headers or []), body)
 
 
+def _forbidden(request_id: Any, cors: Headers) -> Response:
+    """The 403 for a request the application's authorize hook refuses."""
+    body = dumps(error_message(request_id, _FORBIDDEN))
+    return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body)
+
+
 #: Request headers a browser may send (besides the Mcp-Param-* family).
 _CORS_ALLOWED_HEADERS: Final = (
     b"content-type, accept, authorization, mcp-protocol-version, mcp-session-id, "
@@ -587,8 +593,7 @@ class MCPEndpoint:
         requests = [m for m in messages if type(m) is RPCRequest]
         denied = await self._denied(requests, principal)
         if denied and not batch:
-            body = dumps(error_message(requests[0].id, _FORBIDDEN))
-            await writer.respond(Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body))
+            await writer.respond(_forbidden(requests[0].id, cors))
             return
         messages = [
             Invalid(m.id, _FORBIDDEN) if type(m) is RPCRequest and m.id in denied else m
@@ -596,7 +601,8 @@ class MCPEndpoint:
         ]
         if session is None and len(requests) == 1 and requests[0].method == "initialize":
             response = self._initialize(request, requests[0], principal, batch)
-            await writer.respond(Response(response.status, response.headers + cors, response.body))
+            response.headers = response.headers + cors
+            await writer.respond(response)
             return
         await self._respond(request, session, version, messages, batch, principal, cors, writer)
 
@@ -685,8 +691,7 @@ class MCPEndpoint:
         writer: Any,
     ) -> None:
         if self.app.authorize is not None and await self._denied([message], principal):
-            body = dumps(error_message(message.id, _FORBIDDEN))
-            await writer.respond(Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body))
+            await writer.respond(_forbidden(message.id, cors))
             return
         stream = PostStream(self, writer, None, envelope.version, cors)
         try:
