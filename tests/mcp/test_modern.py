@@ -575,6 +575,36 @@ async def test_status_map_token_lacks_scope(start_mcp) -> None:
     assert [tool["name"] for tool in answer["result"]["tools"]] == ["t"]
 
 
+async def test_server_info_follows_the_apps_name_version_and_title(start_mcp) -> None:
+    """serverInfo is built once and reused, but a changed name, version or
+    title (even an equal string that is a new object) shows in the next result."""
+    from trio_mcp import Server
+
+    app = Server("before", "1.0")
+
+    @app.tool()
+    async def ping() -> str:
+        return "pong"
+
+    port = (await start_mcp(app)).ports[0]
+    body = modern_body("tools/call", {"name": "ping", "arguments": {}})
+    key = "io.modelcontextprotocol/serverInfo"
+
+    async def info() -> dict:
+        _, answer = await call(port, body)
+        return answer["result"]["_meta"][key]
+
+    assert await info() == {"name": "before", "version": "1.0"}
+    app.title = "Shown"
+    assert await info() == {"name": "before", "version": "1.0", "title": "Shown"}
+    app.name, app.version = "after", "2.0"
+    assert await info() == {"name": "after", "version": "2.0", "title": "Shown"}
+    app.title = None
+    assert await info() == {"name": "after", "version": "2.0"}
+    app.version = "".join(["2", ".0"])  # equal, not identical: rebuilt, same content
+    assert await info() == {"name": "after", "version": "2.0"}
+
+
 async def test_cache_hints_per_list_and_per_resource(start_mcp) -> None:
     from trio_mcp import Server
 

@@ -712,7 +712,8 @@ class MCPEndpoint:
             if writer.started:
                 await stream.emit(body, last=True)
             else:
-                status = _modern_status(answer)
+                # (an answer has a result or an error: only an error needs looking at)
+                status = 200 if result is not None else _modern_status(answer)
                 await writer.respond(Response(status, _JSON_HEADERS + cors, body))
         finally:
             stream.finish()
@@ -859,12 +860,15 @@ class MCPEndpoint:
         """The serverInfo object; one shared dict, rebuilt only when the app's
         name, version or title changes (callers must not modify it)."""
         app = self.app
-        key = (app.name, app.version, app.title)
-        if self._server_info_key != key:
-            info: dict[str, Any] = {"name": app.name, "version": app.version}
-            if app.title is not None:
-                info["title"] = app.title
-            self._server_info_key, self._server_info_value = key, info
+        name, version, title = app.name, app.version, app.title
+        key = self._server_info_key
+        # (identity, not equality: no tuple to build per request; a new but
+        # equal value only rebuilds the dict once)
+        if key is None or key[0] is not name or key[1] is not version or key[2] is not title:
+            info: dict[str, Any] = {"name": name, "version": version}
+            if title is not None:
+                info["title"] = title
+            self._server_info_key, self._server_info_value = (name, version, title), info
         return self._server_info_value
 
     # ---- notifications -----------------------------------------------------
