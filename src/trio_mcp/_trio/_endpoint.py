@@ -1229,8 +1229,9 @@ class MCPEndpoint:
             else:
                 error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
             return error_message(request_id, error)
-        in_flight = session.in_flight if session is not None else {}
-        if request_id in in_flight:
+        # (a request without a session is tracked nowhere: its connection is its scope)
+        in_flight = session.in_flight if session is not None else None
+        if in_flight is not None and request_id in in_flight:
             return error_message(
                 request_id,
                 MCPError(
@@ -1292,8 +1293,8 @@ class MCPEndpoint:
             state,
             mrtr,
         )
-        in_flight[request_id] = scope
-        if session is not None:
+        if session is not None and in_flight is not None:  # (both or neither)
+            in_flight[request_id] = scope
             self.sessions.begin_request(session)
         try:
             result = await handler(params, ctx, session, version)
@@ -1322,8 +1323,8 @@ class MCPEndpoint:
             logger.exception("%s failed", method)
             return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
         finally:
-            del in_flight[request_id]
-            if session is not None:
+            if session is not None and in_flight is not None:
+                del in_flight[request_id]
                 self.sessions.end_request(session, self._swept_at)
 
     async def _ask_client(
