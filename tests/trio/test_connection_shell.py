@@ -316,6 +316,35 @@ async def test_deferred_response_may_answer_in_full(nursery) -> None:
         assert (reply.status, reply.body, reply.header(b"content-length")) == (200, b"whole", b"5")
 
 
+async def test_deferred_response_may_answer_without_a_coroutine(nursery) -> None:
+    """respond_nowait sends what the socket takes and returns the rest, which
+    send_rest delivers; a second answer is refused."""
+    body = bytes(range(256)) * 65536  # 16 MiB: more than a socket takes at once
+    rests: list[int] = []
+
+    async def respond(writer: ResponseWriter) -> None:
+        rest = writer.respond_nowait(Response(200, [], body))
+        rests.append(len(rest))
+        assert writer.started
+        with pytest.raises(LocalProtocolError):
+            writer.respond_nowait(Response(200, [], b"again"))
+        if rest:
+            await writer.send_rest(rest)
+
+    async def handler(request: Request) -> DeferredResponse:
+        return DeferredResponse(respond)
+
+    _, client, _ = await start(nursery, handler)
+    await client.send(post() + post())
+    for _ in range(2):
+        with trio.fail_after(30):
+            reply = await client.read_reply()
+        assert (reply.status, len(reply.body)) == (200, len(body))
+        assert reply.body == body
+    # the socket did not take it all at once: send_rest sent what was left
+    assert len(rests) == 2 and all(rest > 0 for rest in rests)
+
+
 async def test_deferred_response_may_stream(nursery) -> None:
     async def respond(writer: ResponseWriter) -> None:
         await writer.start(200, [(b"content-type", b"text/event-stream")])

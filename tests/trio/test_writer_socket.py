@@ -1,6 +1,6 @@
-"""`ResponseWriter.respond` over a real socket: an answer goes to the kernel
-without waiting when it fits, and the rest of one that does not fit is sent
-under the write time limit.
+"""`ResponseWriter.respond` (and `respond_nowait` with `send_rest`) over a
+real socket: an answer goes to the kernel without waiting when it fits, and
+the rest of one that does not fit is sent under the write time limit.
 
 The connection is one end of a socket pair served by `HTTPServer` exactly as
 an accepted connection is (`SocketIO`); the test reads the other end by hand.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 
+import pytest
 import trio
 
 from trio_mcp import (
@@ -24,9 +25,17 @@ from trio_mcp import (
 BIG = bytes(range(256)) * (16 * 1024)  # 4 MiB: far more than the socket buffers hold
 
 
-def serve(nursery: trio.Nursery, body: bytes, **config: object) -> tuple[socket.socket, trio.Event]:
+def serve(
+    nursery: trio.Nursery, body: bytes, nowait: bool = False, **config: object
+) -> tuple[socket.socket, trio.Event]:
     async def answer(writer: ResponseWriter) -> None:
-        await writer.respond(Response(200, [(b"content-type", b"application/json")], body))
+        response = Response(200, [(b"content-type", b"application/json")], body)
+        if nowait:
+            rest = writer.respond_nowait(response)
+            if rest:
+                await writer.send_rest(rest)
+        else:
+            await writer.respond(response)
 
     async def handler(request: Request) -> DeferredResponse:
         return DeferredResponse(answer)
@@ -66,8 +75,12 @@ async def read_reply(sock: socket.socket, pause: float) -> tuple[bytes, bytes]:
     return head, body
 
 
-async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(nursery) -> None:
-    sock, _ = serve(nursery, BIG)
+WAYS = pytest.mark.parametrize("nowait", [False, True], ids=["respond", "respond_nowait"])
+
+
+@WAYS
+async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(nursery, nowait) -> None:
+    sock, _ = serve(nursery, BIG, nowait)
     with trio.fail_after(20):
         for _ in range(2):  # and the connection goes on after it
             sock.sendall(REQUEST)
@@ -77,8 +90,9 @@ async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(nursery) -
     sock.close()
 
 
-async def test_a_small_answer_goes_out_at_once(nursery) -> None:
-    sock, _ = serve(nursery, b'{"ok":true}')
+@WAYS
+async def test_a_small_answer_goes_out_at_once(nursery, nowait) -> None:
+    sock, _ = serve(nursery, b'{"ok":true}', nowait)
     with trio.fail_after(5):
         for _ in range(3):
             sock.sendall(REQUEST)
@@ -87,8 +101,11 @@ async def test_a_small_answer_goes_out_at_once(nursery) -> None:
     sock.close()
 
 
-async def test_the_rest_of_an_answer_is_sent_under_the_write_limit(nursery, autojump_clock) -> None:
-    sock, done = serve(nursery, BIG, write_timeout_s=5)
+@WAYS
+async def test_the_rest_of_an_answer_is_sent_under_the_write_limit(
+    nursery, autojump_clock, nowait
+) -> None:
+    sock, done = serve(nursery, BIG, nowait, write_timeout_s=5)
     sock.sendall(REQUEST)
     t0 = trio.current_time()
     with trio.fail_after(60):

@@ -714,7 +714,9 @@ class MCPEndpoint:
             else:
                 # (an answer has a result or an error: only an error needs looking at)
                 status = 200 if result is not None else _modern_status(answer)
-                await writer.respond(Response(status, _JSON_HEADERS + cors, body))
+                rest = writer.respond_nowait(Response(status, _JSON_HEADERS + cors, body))
+                if rest:
+                    await writer.send_rest(rest)
         finally:
             stream.finish()
 
@@ -915,7 +917,10 @@ class MCPEndpoint:
                 await stream.emit(body, last=True)
             else:
                 headers = _JSON_HEADERS + cors if cors else _JSON_HEADERS
-                await writer.respond(Response(200, headers, body))
+                # (no coroutine for the answer: the socket almost always takes it whole)
+                rest = writer.respond_nowait(Response(200, headers, body))
+                if rest:
+                    await writer.send_rest(rest)
         finally:
             stream.finish()
 

@@ -27,5 +27,6 @@ cdef class ResponseWriter:
     cdef public _DateCache _dates
     @cython.locals(conn=_Connection, sio=SocketIO)
     cpdef _respond_now(self, response)
+    cpdef respond_nowait(self, response)
     @cython.locals(sio=SocketIO)
     cpdef send_nowait(self, piece)

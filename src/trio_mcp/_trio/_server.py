@@ -510,7 +510,8 @@ _DONE: Final = _WriterState.DONE
 class ResponseWriter:
     """Writes the answer of a `DeferredResponse`: one full response, or a stream.
 
-    Either `respond` once, or `start` then any number of `send` then `end`.
+    Either `respond` once (or `respond_nowait`, then `send_rest` with what it
+    returned), or `start` then any number of `send` then `end`.
     Writes to a peer that has gone away are dropped (`broken` tells); the
     connection closes after the answer.
     """
@@ -559,14 +560,25 @@ class ResponseWriter:
 
     async def respond(self, response: Response) -> None:
         """Send one complete response."""
+        rest = self.respond_nowait(response)
+        if rest:
+            await self._write(rest)
+
+    def respond_nowait(self, response: Response) -> bytes:
+        """`respond` without a coroutine: send what the socket takes of one
+        complete response now and return the rest (b"" when it all went, or
+        the peer is gone). A non-empty rest must go to `send_rest` before
+        anything else is written; a JSON answer almost always goes whole."""
         if self.state is not _NEW:
             raise LocalProtocolError("this request was already answered")
         self.state = _DONE
         if self.broken:
-            return
-        rest = self._respond_now(response)
-        if rest:
-            await self._write(rest)
+            return b""
+        return self._respond_now(response)
+
+    async def send_rest(self, rest: bytes) -> None:
+        """Send the rest that `respond_nowait` returned, waiting for the socket."""
+        await self._write(rest)
 
     def _respond_now(self, response: Response) -> bytes:
         """The synchronous part of `respond`: what the socket did not take of
