@@ -317,9 +317,11 @@ async def test_deferred_response_may_answer_in_full(nursery) -> None:
 
 
 async def test_deferred_response_may_answer_without_a_coroutine(nursery) -> None:
-    """respond_nowait sends what the socket takes and returns the rest, which
-    send_rest delivers; a second answer is refused."""
-    body = bytes(range(256)) * 65536  # 16 MiB: more than a socket takes at once
+    """respond_nowait returns what it could not send now, which send_rest
+    delivers; a second answer is refused. (This harness serves a trio memory
+    stream, not a socket, so the whole answer is the rest; the partial sends
+    of a real socket are in test_writer_socket.py.)"""
+    body = bytes(range(256)) * 65536  # 16 MiB
     rests: list[int] = []
 
     async def respond(writer: ResponseWriter) -> None:
@@ -341,7 +343,7 @@ async def test_deferred_response_may_answer_without_a_coroutine(nursery) -> None
             reply = await client.read_reply()
         assert (reply.status, len(reply.body)) == (200, len(body))
         assert reply.body == body
-    # the socket did not take it all at once: send_rest sent what was left
+    # nothing went at once on this stream: send_rest sent it
     assert len(rests) == 2 and all(rest > 0 for rest in rests)
 
 

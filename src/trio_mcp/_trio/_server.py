@@ -567,8 +567,9 @@ class ResponseWriter:
     def respond_nowait(self, response: Response) -> bytes:
         """`respond` without a coroutine: send what the socket takes of one
         complete response now and return the rest (b"" when it all went, or
-        the peer is gone). A non-empty rest must go to `send_rest` before
-        anything else is written; a JSON answer almost always goes whole."""
+        the peer is gone; all of it on a stream that is not a socket). A
+        non-empty rest must go to `send_rest` before anything else is written;
+        on a socket a JSON answer almost always goes whole."""
         if self.state is not _NEW:
             raise LocalProtocolError("this request was already answered")
         self.state = _DONE
