@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> None:
         help="let trio pick each scheduler batch's order at random (default: first in, first out)",
     )
     run.add_argument(
+        "--no-batch-end-sends",
+        dest="batch_end_sends",
+        action="store_false",
+        help="send each JSON answer at once (default: a scheduler batch's answers go together)",
+    )
+    run.add_argument(
         "--max-sessions",
         type=int,
         default=MCPConfig().max_sessions,
@@ -99,6 +105,7 @@ def main(argv: list[str] | None = None) -> None:
             port=args.port,
             reuse_port=args.reuse_port,
             fifo_scheduling=args.fifo_scheduling,
+            batch_end_sends=args.batch_end_sends,
         ),
         path=args.path,
         stateless=args.stateless,

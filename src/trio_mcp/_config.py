@@ -49,6 +49,12 @@ class ServerConfig:
             and its reverse: a steadier wait per request and a lower p99
             (see ``_trio/_scheduling.py``). Process-wide while the server runs;
             no effect on a server started with ``serve`` in your own trio run.
+        batch_end_sends: hold each JSON answer until the current trio
+            scheduler batch ends, then send the batch's answers together: a
+            client or proxy on the same host is woken once per batch instead
+            of once per answer (more requests per second and a lower p50 under
+            load; see ``_trio/_socketio.py``). Bytes still leave in order and
+            before the server can block; off, each answer is sent at once.
     """
 
     host: str = "127.0.0.1"
@@ -67,6 +73,7 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0
     reuse_port: bool = False
     fifo_scheduling: bool = True
+    batch_end_sends: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -67,3 +67,13 @@ def test_run_passes_the_scheduling_choice(monkeypatch, flags, fifo) -> None:
     monkeypatch.setattr(cli, "run_mcp", lambda app, config: configs.append(config))
     cli.main(["run", f"{EXAMPLES / 'everything.py'}:server", "--log-level", "warning", *flags])
     assert [config.http.fifo_scheduling for config in configs] == [fifo]
+
+
+@pytest.mark.parametrize(("flags", "batched"), [((), True), (("--no-batch-end-sends",), False)])
+def test_run_passes_the_batch_end_sends_choice(monkeypatch, flags, batched) -> None:
+    import trio_mcp._cli as cli
+
+    configs = []
+    monkeypatch.setattr(cli, "run_mcp", lambda app, config: configs.append(config))
+    cli.main(["run", f"{EXAMPLES / 'everything.py'}:server", "--log-level", "warning", *flags])
+    assert [config.http.batch_end_sends for config in configs] == [batched]

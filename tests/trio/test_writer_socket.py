@@ -21,12 +21,17 @@ from trio_mcp import (
     ResponseWriter,
     ServerConfig,
 )
+from trio_mcp._trio._socketio import BatchEndSender
 
 BIG = bytes(range(256)) * (16 * 1024)  # 4 MiB: far more than the socket buffers hold
 
 
 def serve(
-    nursery: trio.Nursery, body: bytes, nowait: bool = False, **config: object
+    nursery: trio.Nursery,
+    body: bytes,
+    nowait: bool = False,
+    batched: bool = False,
+    **config: object,
 ) -> tuple[socket.socket, trio.Event]:
     async def answer(writer: ResponseWriter) -> None:
         response = Response(200, [(b"content-type", b"application/json")], body)
@@ -41,6 +46,9 @@ def serve(
         return DeferredResponse(answer)
 
     server = HTTPServer(handler, ServerConfig(**config))  # type: ignore[arg-type]
+    if batched:  # as `serve` runs it: answers held for the scheduler batch's end
+        server._batch = BatchEndSender()
+        trio.lowlevel.add_instrument(server._batch)
     ours, theirs = socket.socketpair()
     theirs.setblocking(False)
     done = trio.Event()
@@ -76,11 +84,15 @@ async def read_reply(sock: socket.socket, pause: float) -> tuple[bytes, bytes]:
 
 
 WAYS = pytest.mark.parametrize("nowait", [False, True], ids=["respond", "respond_nowait"])
+BATCHED = pytest.mark.parametrize("batched", [False, True], ids=["at-once", "batch-end"])
 
 
 @WAYS
-async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(nursery, nowait) -> None:
-    sock, _ = serve(nursery, BIG, nowait)
+@BATCHED
+async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(
+    nursery, nowait, batched
+) -> None:
+    sock, _ = serve(nursery, BIG, nowait, batched)
     with trio.fail_after(20):
         for _ in range(2):  # and the connection goes on after it
             sock.sendall(REQUEST)
@@ -91,8 +103,11 @@ async def test_an_answer_bigger_than_the_socket_buffers_arrives_whole(nursery, n
 
 
 @WAYS
-async def test_a_small_answer_goes_out_at_once(nursery, nowait) -> None:
-    sock, _ = serve(nursery, b'{"ok":true}', nowait)
+@BATCHED
+async def test_a_small_answer_goes_out_without_waiting_for_the_client(
+    nursery, nowait, batched
+) -> None:
+    sock, _ = serve(nursery, b'{"ok":true}', nowait, batched)
     with trio.fail_after(5):
         for _ in range(3):
             sock.sendall(REQUEST)
@@ -102,13 +117,31 @@ async def test_a_small_answer_goes_out_at_once(nursery, nowait) -> None:
 
 
 @WAYS
+@BATCHED
 async def test_the_rest_of_an_answer_is_sent_under_the_write_limit(
-    nursery, autojump_clock, nowait
+    nursery, autojump_clock, nowait, batched
 ) -> None:
-    sock, done = serve(nursery, BIG, nowait, write_timeout_s=5)
+    sock, done = serve(nursery, BIG, nowait, batched, write_timeout_s=5)
     sock.sendall(REQUEST)
     t0 = trio.current_time()
     with trio.fail_after(60):
         await done.wait()  # the client never reads: the server gives up on it
     assert 5 <= trio.current_time() - t0 <= 6
+    sock.close()
+
+
+@WAYS
+@BATCHED
+async def test_a_last_answer_is_sent_under_the_write_limit_not_the_lingering_close(
+    nursery, autojump_clock, nowait, batched
+) -> None:
+    # The connection closes after this answer; reading it takes far longer than
+    # the lingering close's second, well within the write limit.
+    sock, done = serve(nursery, BIG, nowait, batched)
+    sock.sendall(REQUEST.replace(b"host: x", b"host: x\r\nconnection: close"))
+    with trio.fail_after(60):
+        head, body = await read_reply(sock, 0.05)
+        await done.wait()
+    assert head.startswith(b"HTTP/1.1 200 ")
+    assert body == BIG
     sock.close()

@@ -19,6 +19,7 @@ cdef class HTTPServer:
     cdef public object handler, config, sockets, _connections, _connections_total
     cdef public object _requests_total, _shutdown, timeout_tick_s
     cdef public _DateCache _dates
+    cdef public object _batch
 
 @cython.final
 cdef class ResponseWriter:

@@ -49,7 +49,13 @@ from .._http11 import (
 )
 from .._speedups import USING_EXTENSIONS
 from ._scheduling import fifo_batches, lean_instruments
-from ._socketio import RESOURCE_ERRNOS, SocketIO, bind_listeners, close_listener
+from ._socketio import (
+    RESOURCE_ERRNOS,
+    BatchEndSender,
+    SocketIO,
+    bind_listeners,
+    close_listener,
+)
 
 logger = logging.getLogger("trio_mcp.server")
 
@@ -173,6 +179,7 @@ class HTTPServer:
         "_requests_total",
         "_shutdown",
         "_dates",
+        "_batch",
         "timeout_tick_s",
     )
 
@@ -185,6 +192,9 @@ class HTTPServer:
         self._requests_total = 0
         self._shutdown = trio.Event()
         self._dates = _DateCache()
+        #: Sends the answers held by connections when trio's scheduler batch
+        #: ends (while `_run` runs; ``config.batch_end_sends``).
+        self._batch: BatchEndSender | None = None
         shortest = min(
             config.idle_timeout_s,
             config.head_timeout_s,
@@ -250,6 +260,9 @@ class HTTPServer:
         config = self.config
         listeners = await bind_listeners(config)
         self.sockets = listeners
+        if config.batch_end_sends:
+            self._batch = BatchEndSender()
+            trio.lowlevel.add_instrument(self._batch)
         try:
             async with trio.open_nursery() as clock:
                 clock.start_soon(self.enforce_timeouts)
@@ -273,6 +286,12 @@ class HTTPServer:
             for listener in listeners:
                 if listener.fileno() >= 0:
                     close_listener(listener)
+            batch = self._batch
+            if batch is not None:
+                self._batch = None
+                batch.before_io_wait(0)  # (nothing is held once the connections are gone)
+                with contextlib.suppress(KeyError):  # (trio drops an instrument that raised)
+                    trio.lowlevel.remove_instrument(batch)
 
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
@@ -298,7 +317,7 @@ class HTTPServer:
 
     async def _serve_socket(self, sock: socket.socket) -> None:
         try:
-            io = SocketIO(sock)
+            io = SocketIO(sock, self._batch, self.config.write_timeout_s)
         except OSError:
             sock.close()  # reset before we got to it
             return
@@ -589,12 +608,14 @@ class ResponseWriter:
         stream = self._stream
         if type(stream) is not SocketIO:
             return data
-        # This is every JSON answer: the socket almost always takes it whole,
-        # with no coroutine and no time limit to set. (`sio` is typed SocketIO
-        # in the .pxd, so that send_nowait is a C call.)
+        # This is every JSON answer: the socket holds it for the scheduler
+        # batch's end (or takes it now), with no coroutine and no time limit
+        # to set. The last answer of a connection goes now, so that its rest
+        # is sent under the write limit, not the lingering close's. (`sio` is
+        # typed SocketIO in the .pxd, so that hold is a C call.)
         sio = stream
         try:
-            sent = sio.send_nowait(data)
+            sent = sio.send_nowait(data) if conn.http.must_close else sio.hold(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
             return b""

@@ -6,4 +6,10 @@ cimport cython
 @cython.final
 cdef class SocketIO:
     cdef public object sock, _unyielded, _unchecked, _closed, _sent, _eager
+    cdef public object _batch, _write_timeout, _held, _unsent, _failure
+    cpdef hold(self, data)
+    cpdef release(self)
     cpdef send_nowait(self, data)
+
+@cython.locals(sio=SocketIO)
+cpdef _release_all(list held)
