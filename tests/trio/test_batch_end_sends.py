@@ -84,7 +84,7 @@ async def read_exactly(sock: socket.socket, size: int) -> bytes:
 
 async def test_a_held_answer_leaves_when_the_batch_ends(batch, pairs) -> None:
     io, peer = connect(pairs, batch)
-    assert io.hold(b"answer") == len(b"answer")
+    assert io.hold(b"answer") == b""  # nothing left for the caller to send
     assert unread(peer) == b""  # not yet: the batch has not ended
     await trio.lowlevel.checkpoint()
     assert unread(peer) == b"answer"
@@ -101,7 +101,7 @@ async def test_the_answers_of_one_batch_leave_together(batch, pairs) -> None:
 
 async def test_without_a_batch_sender_an_answer_goes_at_once(pairs) -> None:
     io, peer = connect(pairs, None)
-    assert io.hold(b"answer") == len(b"answer")
+    assert io.hold(b"answer") == b""
     assert unread(peer) == b"answer"
 
 
@@ -109,8 +109,26 @@ async def test_a_second_answer_sends_the_held_one_first(batch, pairs) -> None:
     # (a client that pipelines: two answers in one step of the task)
     io, peer = connect(pairs, batch)
     io.hold(b"first,")
-    assert io.hold(b"second") == len(b"second")  # sent now, after the first
+    assert io.hold(b"second") == b""  # sent now, after the first
     assert unread(peer) == b"first,second"
+
+
+async def test_a_second_answer_the_kernel_cannot_take_returns_its_rest(batch, pairs) -> None:
+    io, peer = connect(pairs, batch)
+    received = []
+
+    async def client() -> None:
+        received.append(await read_exactly(peer, len(b"first,") + len(BIG)))
+
+    io.hold(b"first,")
+    rest = io.hold(BIG)
+    assert 0 < len(rest) < len(BIG)
+    assert BIG.endswith(rest)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client)
+            await io.send_all(rest)
+    assert received == [b"first," + BIG]
 
 
 @pytest.mark.parametrize("how", ["send_all", "send_nowait", "send_eof", "aclose"])

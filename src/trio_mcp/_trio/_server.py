@@ -615,13 +615,15 @@ class ResponseWriter:
         # typed SocketIO in the .pxd, so that hold is a C call.)
         sio = stream
         try:
-            sent = sio.send_nowait(data) if conn.http.must_close else sio.hold(data)
+            if conn.http.must_close:
+                sent = sio.send_nowait(data)
+                return data[sent:] if sent < len(data) else b""
+            return sio.hold(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.broken = True
             return b""
         finally:
             conn.limit = inf
-        return data[sent:] if sent < len(data) else b""
 
     async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
         """Send the head of a streamed answer, and `first` piece of the body with it

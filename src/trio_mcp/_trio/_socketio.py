@@ -156,16 +156,18 @@ class SocketIO:
         #: Why sending it then failed (the peer is gone).
         self._failure: str | None = None
 
-    def hold(self, data: bytes) -> int:
+    def hold(self, data: bytes) -> bytes:
         """Keep `data`, a complete answer, to send when the scheduler batch
-        ends; how many bytes of it are taken care of (all of them).
+        ends; returns what the caller must still send with `send_all` (b"":
+        nothing, always so when the answer is kept).
 
         Without a batch sender, or with another answer kept or unsent (a
-        client that pipelines), this is `send_nowait`: the bytes not taken
-        must go through `send_all`, which keeps the order.
+        client that pipelines), what the kernel takes of `data` goes now
+        (`send_nowait`) and the rest is returned: `send_all` keeps the order.
         """
         if self._batch is None or self._held is not None or self._unsent is not None:
-            return self.send_nowait(data)
+            sent = self.send_nowait(data)
+            return data[sent:] if sent < len(data) else b""
         if self._closed:
             raise trio.ClosedResourceError("the connection was closed")
         if self._failure is not None:
@@ -173,7 +175,7 @@ class SocketIO:
         self._held = data
         self._sent = True
         self._batch.held.append(self)
-        return len(data)
+        return b""
 
     def release(self) -> None:
         """Send the kept answer now, if any. Never raises: what the kernel does
