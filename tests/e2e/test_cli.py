@@ -59,21 +59,19 @@ def test_load_server_by_module_and_errors(tmp_path) -> None:
         sys.modules.pop("my_app", None)
 
 
-@pytest.mark.parametrize(("flags", "fifo"), [((), True), (("--no-fifo-scheduling",), False)])
-def test_run_passes_the_scheduling_choice(monkeypatch, flags, fifo) -> None:
+@pytest.mark.parametrize(
+    ("flags", "field", "value"),
+    [
+        ((), "fifo_scheduling", True),
+        (("--no-fifo-scheduling",), "fifo_scheduling", False),
+        ((), "batch_end_sends", True),
+        (("--no-batch-end-sends",), "batch_end_sends", False),
+    ],
+)
+def test_run_passes_the_scheduling_choices(monkeypatch, flags, field, value) -> None:
     import trio_mcp._cli as cli
 
     configs = []
     monkeypatch.setattr(cli, "run_mcp", lambda app, config: configs.append(config))
     cli.main(["run", f"{EXAMPLES / 'everything.py'}:server", "--log-level", "warning", *flags])
-    assert [config.http.fifo_scheduling for config in configs] == [fifo]
-
-
-@pytest.mark.parametrize(("flags", "batched"), [((), True), (("--no-batch-end-sends",), False)])
-def test_run_passes_the_batch_end_sends_choice(monkeypatch, flags, batched) -> None:
-    import trio_mcp._cli as cli
-
-    configs = []
-    monkeypatch.setattr(cli, "run_mcp", lambda app, config: configs.append(config))
-    cli.main(["run", f"{EXAMPLES / 'everything.py'}:server", "--log-level", "warning", *flags])
-    assert [config.http.batch_end_sends for config in configs] == [batched]
+    assert [getattr(config.http, field) for config in configs] == [value]
