@@ -49,12 +49,14 @@ class ServerConfig:
             and its reverse: a steadier wait per request and a lower p99
             (see ``_trio/_scheduling.py``). Process-wide while the server runs;
             no effect on a server started with ``serve`` in your own trio run.
-        batch_end_sends: hold each JSON answer until the current trio
-            scheduler batch ends, then send the batch's answers together: a
-            client or proxy on the same host is woken once per batch instead
-            of once per answer (more requests per second and a lower p50 under
-            load; see ``_trio/_socketio.py``). Bytes still leave in order and
-            before the server can block; off, each answer is sent at once.
+        batch_end_sends: under load, hold JSON answers until the current
+            trio scheduler batch ends (all but the batch's first eight), then
+            send them together: a client or proxy on the same host is woken a
+            few times per batch instead of once per answer (more requests per
+            second and a lower p50 under load; see ``_trio/_socketio.py``). A
+            held answer waits at most for the rest of its batch; bytes still
+            leave in order and before the server can block. Off, every answer
+            is sent at once.
     """
 
     host: str = "127.0.0.1"

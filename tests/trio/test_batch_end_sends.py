@@ -28,7 +28,7 @@ from trio_mcp import (
     ServerConfig,
     serve,
 )
-from trio_mcp._trio._socketio import _EAGER_PAUSE, BatchEndSender, SocketIO
+from trio_mcp._trio._socketio import _EAGER_PAUSE, _SEND_AT_ONCE, BatchEndSender, SocketIO
 
 BIG = bytes(range(256)) * (16 * 1024)  # 4 MiB: far more than the socket buffers hold
 
@@ -61,6 +61,13 @@ def connect(
     return SocketIO(ours, batch, write_timeout), theirs
 
 
+def hold(io: SocketIO, data: bytes) -> bytes:
+    """`io.hold` in a busy batch: one whose first answers already went at once."""
+    if io._batch is not None:
+        io._batch.sent_at_once = _SEND_AT_ONCE
+    return io.hold(data)
+
+
 def unread(sock: socket.socket) -> bytes:
     """What the peer can read now, without waiting."""
     data = b""
@@ -84,7 +91,7 @@ async def read_exactly(sock: socket.socket, size: int) -> bytes:
 
 async def test_a_held_answer_leaves_when_the_batch_ends(batch, pairs) -> None:
     io, peer = connect(pairs, batch)
-    assert io.hold(b"answer") == b""  # nothing left for the caller to send
+    assert hold(io, b"answer") == b""  # nothing left for the caller to send
     assert unread(peer) == b""  # not yet: the batch has not ended
     await trio.lowlevel.checkpoint()
     assert unread(peer) == b"answer"
@@ -93,10 +100,24 @@ async def test_a_held_answer_leaves_when_the_batch_ends(batch, pairs) -> None:
 async def test_the_answers_of_one_batch_leave_together(batch, pairs) -> None:
     ends = [connect(pairs, batch) for _ in range(3)]
     for number, (io, _) in enumerate(ends):
-        io.hold(b"answer %d" % number)
+        hold(io, b"answer %d" % number)
     assert [unread(peer) for _, peer in ends] == [b"", b"", b""]
     await trio.lowlevel.checkpoint()
     assert [unread(peer) for _, peer in ends] == [b"answer 0", b"answer 1", b"answer 2"]
+
+
+async def test_the_first_answers_of_each_batch_go_at_once(batch, pairs) -> None:
+    # A quiet server (a few answers per batch) answers as soon as it can.
+    ends = [connect(pairs, batch) for _ in range(_SEND_AT_ONCE + 2)]
+    answers = [b"answer %d" % number for number in range(len(ends))]
+    for (io, _), answer in zip(ends, answers, strict=True):
+        assert io.hold(answer) == b""
+    assert [unread(peer) for _, peer in ends] == answers[:_SEND_AT_ONCE] + [b"", b""]
+    await trio.lowlevel.checkpoint()
+    assert [unread(peer) for _, peer in ends[_SEND_AT_ONCE:]] == answers[_SEND_AT_ONCE:]
+    io, peer = ends[-1]
+    io.hold(b"again")  # a new batch: at once again
+    assert unread(peer) == b"again"
 
 
 async def test_without_a_batch_sender_an_answer_goes_at_once(pairs) -> None:
@@ -108,8 +129,8 @@ async def test_without_a_batch_sender_an_answer_goes_at_once(pairs) -> None:
 async def test_a_second_answer_sends_the_held_one_first(batch, pairs) -> None:
     # (a client that pipelines: two answers in one step of the task)
     io, peer = connect(pairs, batch)
-    io.hold(b"first,")
-    assert io.hold(b"second") == b""  # sent now, after the first
+    hold(io, b"first,")
+    assert hold(io, b"second") == b""  # sent now, after the first
     assert unread(peer) == b"first,second"
 
 
@@ -120,8 +141,8 @@ async def test_a_second_answer_the_kernel_cannot_take_returns_its_rest(batch, pa
     async def client() -> None:
         received.append(await read_exactly(peer, len(b"first,") + len(BIG)))
 
-    io.hold(b"first,")
-    rest = io.hold(BIG)
+    hold(io, b"first,")
+    rest = hold(io, BIG)
     assert 0 < len(rest) < len(BIG)
     assert BIG.endswith(rest)
     with trio.fail_after(20):
@@ -134,7 +155,7 @@ async def test_a_second_answer_the_kernel_cannot_take_returns_its_rest(batch, pa
 @pytest.mark.parametrize("how", ["send_all", "send_nowait", "send_eof", "aclose"])
 async def test_any_other_write_or_close_sends_the_held_answer_first(batch, pairs, how) -> None:
     io, peer = connect(pairs, batch)
-    io.hold(b"answer;")
+    hold(io, b"answer;")
     if how == "send_all":
         await io.send_all(b"more")
         assert unread(peer) == b"answer;more"
@@ -165,7 +186,7 @@ async def test_the_next_read_sends_a_held_answer_no_batch_end_sent(pairs, paused
 
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
-            io.hold(b"answer")
+            hold(io, b"answer")
             nursery.start_soon(client)
             assert await io.receive_some(100) == b"next request"
 
@@ -181,7 +202,7 @@ async def test_what_the_kernel_leaves_at_the_batch_end_goes_before_the_next_read
 
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
-            io.hold(BIG)
+            hold(io, BIG)
             nursery.start_soon(client)
             assert await io.receive_some(100) == b"next request"
     assert io._unsent is None
@@ -196,7 +217,7 @@ async def test_what_the_kernel_leaves_goes_before_the_next_write(batch, pairs) -
 
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
-            io.hold(BIG)
+            hold(io, BIG)
             await trio.lowlevel.checkpoint()  # the batch's end sent part of it
             assert io._unsent is not None
             assert io.send_nowait(b"more") == 0  # not before the rest
@@ -209,7 +230,7 @@ async def test_a_client_that_does_not_read_its_answer_is_given_up_after_the_writ
     batch, pairs, autojump_clock
 ) -> None:
     io, _ = connect(pairs, batch, write_timeout=5)
-    io.hold(BIG)
+    hold(io, BIG)
     t0 = trio.current_time()
     with trio.fail_after(60), pytest.raises(trio.BrokenResourceError, match="did not read"):
         await io.receive_some(100)
@@ -220,8 +241,8 @@ async def test_a_failed_batch_end_send_is_reported_by_the_next_call(batch, pairs
     gone, gone_peer = connect(pairs, batch)
     live, live_peer = connect(pairs, batch)
     gone_peer.close()
-    gone.hold(b"answer")
-    live.hold(b"answer")
+    hold(gone, b"answer")
+    hold(live, b"answer")
     await trio.lowlevel.checkpoint()  # the send fails quietly: no exception here
     assert unread(live_peer) == b"answer"  # and the others' answers went
     with trio.fail_after(5), pytest.raises(trio.BrokenResourceError, match="send failed"):
@@ -229,7 +250,7 @@ async def test_a_failed_batch_end_send_is_reported_by_the_next_call(batch, pairs
     with pytest.raises(trio.BrokenResourceError, match="send failed"):
         await gone.send_all(b"more")
     # the sender is still an instrument of the run: the next batch's answers go
-    live.hold(b"again")
+    hold(live, b"again")
     await trio.lowlevel.checkpoint()
     assert unread(live_peer) == b"again"
 

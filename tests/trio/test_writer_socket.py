@@ -21,7 +21,7 @@ from trio_mcp import (
     ResponseWriter,
     ServerConfig,
 )
-from trio_mcp._trio._socketio import BatchEndSender
+from trio_mcp._trio._socketio import _SEND_AT_ONCE, BatchEndSender
 
 BIG = bytes(range(256)) * (16 * 1024)  # 4 MiB: far more than the socket buffers hold
 
@@ -46,8 +46,8 @@ def serve(
         return DeferredResponse(answer)
 
     server = HTTPServer(handler, ServerConfig(**config))  # type: ignore[arg-type]
-    if batched:  # as `serve` runs it: answers held for the scheduler batch's end
-        server._batch = BatchEndSender()
+    if batched:  # as `serve` runs it, in a busy server: every answer held
+        server._batch = BusyBatch()
         trio.lowlevel.add_instrument(server._batch)
     ours, theirs = socket.socketpair()
     theirs.setblocking(False)
@@ -60,6 +60,18 @@ def serve(
     nursery.start_soon(run)
     nursery.start_soon(server.enforce_timeouts)
     return theirs, done
+
+
+class BusyBatch(BatchEndSender):
+    """A batch-end sender as in a busy server: no answer goes at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent_at_once = _SEND_AT_ONCE
+
+    def before_io_wait(self, timeout: float) -> None:
+        super().before_io_wait(timeout)
+        self.sent_at_once = _SEND_AT_ONCE
 
 
 REQUEST = b"POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: 2\r\n\r\n{}"

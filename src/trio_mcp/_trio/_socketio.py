@@ -34,15 +34,27 @@ cancel point only every few answers (`_scheduling.schedule_point`, trio's
 cancellation within `_YIELD_EVERY` calls.
 
 Answers sent when the scheduler batch ends (`BatchEndSender`, `SocketIO.hold`):
-a complete answer handed to `hold` is kept, and the server's `BatchEndSender`,
-a trio instrument, sends every kept answer together just before trio next
-waits for I/O, that is once all the tasks of the batch have had their turn. A
-client on the same host (a load generator, a reverse proxy) is then woken once
-per batch instead of once per answer; on loopback the kernel does that wake-up
-inside our ``send``, and it cost 8% of the server's CPU per request. Under 64
-busy connections this gave 11% more 2026-07-28 calls per second (4% more
-session calls), a 12% lower p50 and about 1 µs less kernel time per call (wrk,
-see benchmarks/README.md). The rules that keep it an ordinary byte stream:
+the first `_SEND_AT_ONCE` answers of a scheduler batch go at once; the rest
+are kept, and the server's `BatchEndSender`, a trio instrument, sends them
+together just before trio next waits for I/O, that is once all the tasks of
+the batch have had their turn. A client on the same host (a load generator, a
+reverse proxy) is then woken a few times per batch instead of once per answer;
+on loopback the kernel does that wake-up inside our ``send``, and it cost 8% of
+the server's CPU per request. Under 64 busy connections this gave 7-11% more
+2026-07-28 calls per second, a 10% lower p50 and about 1 µs less kernel time
+per call (wrk, see benchmarks/README.md).
+
+Why the first answers go at once: a kept answer leaves at the batch's end,
+and the next batch starts right after, so its connection's eager read comes
+too soon for the client's next request unless other connections are read
+first. Keeping every answer cost 4.5% of the calls per second with one
+connection and keeping all but the first cost 10% with four (misses, then
+waits for readiness); with the first eight going at once, one connection
+runs as before, four within 3% and sixteen gain 2.5%. The cost: a kept answer
+waits for the rest of its batch, at most the other runnable tasks' turns
+(about 1 ms with 64 busy connections, where it lowered p50 and p99 anyway).
+
+The rules that keep it an ordinary byte stream:
 
 - one answer is kept at a time: anything else written to the socket first
   sends the kept one, now (`release`), so bytes leave in the order written;
@@ -77,6 +89,9 @@ from .._config import ServerConfig
 from ._scheduling import schedule_point
 
 _YIELD_EVERY: Final = 8
+# The first answers of each scheduler batch go at once; the rest are held for
+# the batch's end (`BatchEndSender`).
+_SEND_AT_ONCE: Final = 8
 _EAGER_PAUSE: Final = 2
 # Accept errors that mean "out of resources": wait and retry rather than crash.
 RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
@@ -86,13 +101,16 @@ class BatchEndSender(trio.abc.Instrument):
     """Sends the answers `SocketIO.hold` kept, all together, when trio's
     scheduler batch ends (a trio instrument: add it to the run that serves)."""
 
-    __slots__ = ("held",)
+    __slots__ = ("held", "sent_at_once")
 
     def __init__(self) -> None:
         #: The sockets holding an answer, in the order they took it.
         self.held: list[SocketIO] = []
+        #: How many of this batch's answers went at once (`_SEND_AT_ONCE` do).
+        self.sent_at_once = 0
 
     def before_io_wait(self, timeout: float) -> None:
+        self.sent_at_once = 0
         if self.held:
             _release_all(self.held)
 
@@ -161,11 +179,21 @@ class SocketIO:
         ends; returns what the caller must still send with `send_all` (b"":
         nothing, always so when the answer is kept).
 
-        Without a batch sender, or with another answer kept or unsent (a
-        client that pipelines), what the kernel takes of `data` goes now
-        (`send_nowait`) and the rest is returned: `send_all` keeps the order.
+        Without a batch sender, for the batch's first `_SEND_AT_ONCE`
+        answers (see the module docstring), or with another answer kept or
+        unsent (a client that pipelines), what the kernel takes of `data`
+        goes now (`send_nowait`) and the rest is returned: `send_all` keeps
+        the order.
         """
-        if self._batch is None or self._held is not None or self._unsent is not None:
+        batch = self._batch
+        if (
+            batch is None
+            or batch.sent_at_once < _SEND_AT_ONCE
+            or self._held is not None
+            or self._unsent is not None
+        ):
+            if batch is not None:
+                batch.sent_at_once += 1
             sent = self.send_nowait(data)
             return data[sent:] if sent < len(data) else b""
         if self._closed:
@@ -174,7 +202,7 @@ class SocketIO:
             raise trio.BrokenResourceError(self._failure)
         self._held = data
         self._sent = True
-        self._batch.held.append(self)
+        batch.held.append(self)
         return b""
 
     def release(self) -> None:
