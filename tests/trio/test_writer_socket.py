@@ -4,6 +4,9 @@ the rest of one that does not fit is sent under the write time limit.
 
 The connection is one end of a socket pair served by `HTTPServer` exactly as
 an accepted connection is (`SocketIO`); the test reads the other end by hand.
+Each case runs with answers sent at once and with every answer held for the
+scheduler batch's end (as in a busy server); a connection's last answer goes
+at once either way, under the write limit rather than the lingering close's.
 """
 
 from __future__ import annotations

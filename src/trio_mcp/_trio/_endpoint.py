@@ -917,7 +917,8 @@ class MCPEndpoint:
                 await stream.emit(body, last=True)
             else:
                 headers = _JSON_HEADERS + cors if cors else _JSON_HEADERS
-                # (no coroutine for the answer: the socket almost always takes it whole)
+                # (no coroutine for the answer: the socket almost always takes it whole,
+                # to send now or at the batch's end)
                 rest = writer.respond_nowait(Response(200, headers, body))
                 if rest:
                     await writer.send_rest(rest)

@@ -289,7 +289,7 @@ class HTTPServer:
             batch = self._batch
             if batch is not None:
                 self._batch = None
-                batch.before_io_wait(0)  # (nothing is held once the connections are gone)
+                batch.before_io_wait(0)  # (a last flush: normally nothing is held by now)
                 with contextlib.suppress(KeyError):  # (trio drops an instrument that raised)
                     trio.lowlevel.remove_instrument(batch)
 
@@ -584,11 +584,12 @@ class ResponseWriter:
             await self._write(rest)
 
     def respond_nowait(self, response: Response) -> bytes:
-        """`respond` without a coroutine: send what the socket takes of one
-        complete response now and return the rest (b"" when it all went, or
-        the peer is gone; all of it on a stream that is not a socket). A
-        non-empty rest must go to `send_rest` before anything else is written;
-        on a socket a JSON answer almost always goes whole."""
+        """`respond` without a coroutine: hand one complete response to the
+        socket, which sends it now or at the scheduler batch's end
+        (`SocketIO.hold`), and return the rest (b"" when the socket took it
+        all, or the peer is gone; all of it on a stream that is not a
+        socket). A non-empty rest must go to `send_rest` before anything else
+        is written; on a socket a JSON answer almost always goes whole."""
         if self.state is not _NEW:
             raise LocalProtocolError("this request was already answered")
         self.state = _DONE
