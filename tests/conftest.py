@@ -32,6 +32,7 @@ class Impl:
     headers: ModuleType
     sentinel: ModuleType
     sse: ModuleType
+    wakeups: ModuleType
 
 
 def _load(kind: str) -> Impl:

@@ -23,6 +23,7 @@ SANS_IO_MODULES = [
     "trio_mcp._headers_py",
     "trio_mcp._sentinel_py",
     "trio_mcp._sse_py",
+    "trio_mcp._wakeups_py",
 ]
 
 # Import the package's modules without running trio_mcp/__init__.py (which

@@ -69,6 +69,12 @@ def main(argv: list[str] | None = None) -> None:
         help="let trio pick each scheduler batch's order at random (default: first in, first out)",
     )
     run.add_argument(
+        "--no-pooled-wakeups",
+        dest="pooled_wakeups",
+        action="store_false",
+        help="let trio build a new wake-up value each time (default: reuse free ones)",
+    )
+    run.add_argument(
         "--no-batch-end-sends",
         dest="batch_end_sends",
         action="store_false",
@@ -105,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
             port=args.port,
             reuse_port=args.reuse_port,
             fifo_scheduling=args.fifo_scheduling,
+            pooled_wakeups=args.pooled_wakeups,
             batch_end_sends=args.batch_end_sends,
         ),
         path=args.path,

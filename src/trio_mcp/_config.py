@@ -49,6 +49,13 @@ class ServerConfig:
             and its reverse: a steadier wait per request and a lower p99
             (see ``_trio/_scheduling.py``). Process-wide while the server runs;
             no effect on a server started with ``serve`` in your own trio run.
+        pooled_wakeups: when trio-mcp runs trio itself, trio's wake-ups
+            (each schedule point, each wait for I/O that ends) reuse
+            ``outcome.Value(None)`` objects nothing refers to any more instead
+            of building one each time: 4.4% fewer instructions per 2026-07-28
+            call (see ``_trio/_scheduling.py``). Process-wide while the server
+            runs; it does nothing on an interpreter without a GIL, and has no
+            effect on a server started with ``serve`` in your own trio run.
         batch_end_sends: under load, hold JSON answers until the current
             trio scheduler batch ends (all but the batch's first eight), then
             send them together: a client or proxy on the same host is woken a
@@ -75,6 +82,7 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0
     reuse_port: bool = False
     fifo_scheduling: bool = True
+    pooled_wakeups: bool = True
     batch_end_sends: bool = True
 
     def __post_init__(self) -> None:

@@ -78,7 +78,7 @@ NO_EXTENSIONS = bool(os.environ.get("TRIO_MCP_NO_EXTENSIONS")) or (
 REQUIRE_EXTENSIONS = bool(os.environ.get("TRIO_MCP_REQUIRE_EXTENSIONS"))
 
 #: The names of the compiled modules; each has a twin named ``<name>_py``.
-COMPILED_MODULES = ("_httphead", "_headers", "_sentinel", "_sse")
+COMPILED_MODULES = ("_httphead", "_headers", "_sentinel", "_sse", "_wakeups")
 
 #: The request path, compiled from the unchanged ``.py`` (setup.py reads both lists here).
 SOURCE_COMPILED_MODULES = (
@@ -196,11 +196,12 @@ if TYPE_CHECKING or NO_EXTENSIONS:
     from . import _httphead_py as _httphead
     from . import _sentinel_py as _sentinel
     from . import _sse_py as _sse
+    from . import _wakeups_py as _wakeups
 
     USING_EXTENSIONS = False
 else:
     try:
-        from . import _headers, _httphead, _sentinel, _sse  # type: ignore[no-redef]
+        from . import _headers, _httphead, _sentinel, _sse, _wakeups  # type: ignore[no-redef]
 
         USING_EXTENSIONS = True
     except ImportError:
@@ -210,6 +211,7 @@ else:
         from . import _httphead_py as _httphead
         from . import _sentinel_py as _sentinel
         from . import _sse_py as _sse
+        from . import _wakeups_py as _wakeups
 
         USING_EXTENSIONS = False
 
@@ -222,6 +224,7 @@ check_headers = _headers.check_headers
 decode_header_value = _sentinel.decode_header_value
 format_event = _sse.format_event
 format_comment = _sse.format_comment
+WakeupValues = _wakeups.WakeupValues
 
 
 def loaded_modules() -> dict[str, ModuleType]:
@@ -231,4 +234,5 @@ def loaded_modules() -> dict[str, ModuleType]:
         "_headers": _headers,
         "_sentinel": _sentinel,
         "_sse": _sse,
+        "_wakeups": _wakeups,
     }

@@ -64,6 +64,8 @@ def test_load_server_by_module_and_errors(tmp_path) -> None:
     [
         ((), "fifo_scheduling", True),
         (("--no-fifo-scheduling",), "fifo_scheduling", False),
+        ((), "pooled_wakeups", True),
+        (("--no-pooled-wakeups",), "pooled_wakeups", False),
         ((), "batch_end_sends", True),
         (("--no-batch-end-sends",), "batch_end_sends", False),
     ],

@@ -1,19 +1,30 @@
-"""trio's scheduler while trio-mcp owns the trio run: FIFO batches (`fifo_batches`) and
-instrument checks at C speed (`lean_instruments`); and `schedule_point`."""
+"""trio's scheduler while trio-mcp owns the trio run: FIFO batches (`fifo_batches`),
+instrument checks at C speed (`lean_instruments`) and reused wake-up values
+(`pooled_wakeups`); and `schedule_point`."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 import types
-from collections.abc import AsyncIterator
+import weakref
+from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import outcome
 import pytest
 import trio
 
 from trio_mcp import ServerConfig
+from trio_mcp._speedups import WakeupValues
 from trio_mcp._trio import _scheduling, _server
-from trio_mcp._trio._scheduling import fifo_batches, lean_instruments, schedule_point
+from trio_mcp._trio._scheduling import (
+    fifo_batches,
+    lean_instruments,
+    pooled_wakeups,
+    schedule_point,
+)
 
 _TASKS = 6
 _ROUNDS = 20
@@ -226,3 +237,134 @@ async def test_schedule_point_is_not_a_cancel_point() -> None:
         reached.append("after the checkpoint")
     assert reached == ["after the schedule point"]
     assert scope.cancelled_caught
+
+
+# ---- pooled_wakeups -----------------------------------------------------------------
+
+
+@types.coroutine
+def woken_with() -> Generator[Any, Any, Any]:
+    """A schedule point that returns what trio wakes the task with."""
+    return (yield trio_run_module.CancelShieldedCheckpoint)
+
+
+def test_pooled_wakeups_stands_in_for_trios_value_class_while_used() -> None:
+    assert trio_run_module.Value is outcome.Value
+    with pooled_wakeups() as active:
+        assert active
+        stand_in = trio_run_module.Value
+        assert isinstance(stand_in, WakeupValues)
+        with pooled_wakeups() as inner:
+            assert inner
+            assert trio_run_module.Value is stand_in
+        assert trio_run_module.Value is stand_in  # the outer user still holds it
+    assert trio_run_module.Value is outcome.Value
+
+
+def test_pooled_wakeups_disabled_leaves_trio_alone() -> None:
+    with pooled_wakeups(enabled=False) as active:
+        assert not active
+        assert trio_run_module.Value is outcome.Value
+
+
+@pytest.mark.parametrize("stand_in", [object(), int])
+def test_pooled_wakeups_leaves_another_value_class_alone(
+    monkeypatch: pytest.MonkeyPatch, stand_in: object
+) -> None:
+    monkeypatch.setattr(trio_run_module, "Value", stand_in)
+    with pooled_wakeups() as active:
+        assert not active
+        assert trio_run_module.Value is stand_in
+
+
+def test_pooled_wakeups_does_nothing_without_a_gil(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+    with pooled_wakeups() as active:
+        assert not active
+        assert trio_run_module.Value is outcome.Value
+
+
+def test_a_trio_run_reuses_its_wakeup_values() -> None:
+    async def main() -> list[Any]:
+        refs = []
+        for _ in range(600):  # more than the ring holds: each place comes round
+            value = await woken_with()
+            assert type(value) is outcome.Value
+            assert value.unwrap() is None  # unwrapped here, and unused when it comes again
+            refs.append(weakref.ref(value))
+            del value
+        return [ref() for ref in refs]
+
+    with pooled_wakeups():
+        woken = trio.run(main)
+    alive = [value for value in woken if value is not None]
+    assert alive, "the ring keeps the values it hands out"
+    assert len({id(value) for value in alive}) < len(alive), "some value came round again"
+    # without it, every wake-up is a new value that dies once used (but the
+    # last, which trio's run loop may still hold when the run ends)
+    assert len([value for value in trio.run(main) if value is not None]) <= 1
+
+
+def test_trio_works_as_before_with_pooled_wakeups() -> None:
+    class Boom(Exception):
+        pass
+
+    async def sleeper(done: list[str], name: str) -> None:
+        for _ in range(50):
+            await trio.lowlevel.checkpoint()
+            await trio.sleep(0.0001)
+        done.append(name)
+
+    async def main() -> str:
+        done: list[str] = []
+        async with trio.open_nursery() as nursery:
+            for name in "abcdefgh":
+                nursery.start_soon(sleeper, done, name)
+        assert sorted(done) == list("abcdefgh")
+        event = trio.Event()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(event.wait)
+            await trio.sleep(0.01)
+            event.set()
+        with trio.move_on_after(0.01) as scope:
+            await trio.sleep_forever()
+        assert scope.cancelled_caught
+        with pytest.RaisesGroup(Boom):
+            await fails_in_a_nursery(done)
+        return "result"
+
+    async def fails_in_a_nursery(done: list[str]) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sleeper, done, "x")
+            await trio.lowlevel.checkpoint()
+            raise Boom
+
+    async def failing() -> None:
+        await trio.lowlevel.checkpoint()
+        raise Boom
+
+    with pooled_wakeups() as active:
+        assert active
+        assert trio.run(main) == "result"  # (trio checks the main task's outcome's class)
+        with pytest.raises(Boom):
+            trio.run(failing)
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_run_applies_the_pooled_wakeups_setting(pooled: bool) -> None:
+    seen: list[bool] = []
+
+    @asynccontextmanager
+    async def around() -> AsyncIterator[None]:
+        seen.append(trio_run_module.Value is not outcome.Value)
+        raise _Seen
+        yield  # pragma: no cover
+
+    async def handler(*args: object) -> None:  # pragma: no cover - never called
+        raise AssertionError
+
+    assert ServerConfig().pooled_wakeups is True
+    with pytest.raises(_Seen):
+        _server.run(handler, ServerConfig(port=0, pooled_wakeups=pooled), around=around())
+    assert seen == [pooled]
+    assert trio_run_module.Value is outcome.Value

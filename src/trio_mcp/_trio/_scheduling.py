@@ -1,4 +1,4 @@
-"""Two adjustments to trio's scheduler, for a trio run the server owns, and a
+"""Three adjustments to trio's scheduler, for a trio run the server owns, and a
 cheaper schedule point.
 
 First-in, first-out batches (`fifo_batches`):
@@ -30,6 +30,18 @@ subclass that keeps trio's own ``add_instrument``, ``remove_instrument`` and
 ``call``, on the current run's runner; instruments work as before. It does
 nothing (returning False) unless trio's registry is still that ``UserDict``.
 
+Reused wake-up values (`pooled_wakeups`): whenever trio wakes a task with
+nothing to send it (a schedule point, a wait for I/O that ends), it builds an
+``outcome.Value(None)``, a frozen attrs class whose interpreted ``__init__``
+made building and freeing one about 3,000 instructions. `pooled_wakeups`
+puts `WakeupValues` (``_wakeups.pyx``, with its twin) where trio's run module
+looks that class up: ``Value(None)`` then hands out a genuine ``Value`` that
+nothing else refers to any more, its used-mark reset, from a ring of 256; any
+other value is built as before. That took 4.4% off the instructions of a
+2026-07-28 call. Like `fifo_batches` it is process-wide while it lasts, and it
+does nothing (returning False) unless trio still uses outcome's ``Value``
+and the interpreter is CPython with the GIL (it counts references).
+
 A schedule point without the wrappers (`schedule_point`): trio's
 ``cancel_shielded_checkpoint`` is an ``async def`` that awaits a generator
 yielding trio's ``CancelShieldedCheckpoint`` trap and then unwraps the
@@ -46,18 +58,62 @@ from __future__ import annotations
 import functools
 import importlib
 import random
+import sys
 import threading
 import types
 from collections import UserDict
 from collections.abc import Awaitable, Callable, Generator, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import trio
+from outcome import Value
+
+from .._speedups import WakeupValues
 
 _lock = threading.Lock()
-_users = 0
-_saved: random.Random | None = None
+
+
+class _StandIn:
+    """One attribute of trio's run module (``trio._core._run``), replaced
+    process-wide while at least one user is inside `applied`."""
+
+    def __init__(self, attribute: str, make: Callable[[Any], object | None]) -> None:
+        self._attribute = attribute
+        #: The stand-in for trio's object; None when that object is not what
+        #: the stand-in was written against (then trio is left alone).
+        self._make = make
+        self._users = 0
+        self._saved: object | None = None  # trio's own, while replaced
+
+    @contextmanager
+    def applied(self, enabled: bool) -> Iterator[bool]:
+        """Yields whether the stand-in is in place."""
+        if not enabled:
+            yield False
+            return
+        module: Any = importlib.import_module("trio._core._run")
+        with _lock:
+            if self._users == 0:
+                original = getattr(module, self._attribute, None)
+                stand_in = None if original is None else self._make(original)
+                if stand_in is not None:
+                    self._saved = original
+                    setattr(module, self._attribute, stand_in)
+            active = self._saved is not None
+            if active:
+                self._users += 1
+        if not active:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with _lock:
+                self._users -= 1
+                if self._users == 0:
+                    setattr(module, self._attribute, self._saved)
+                    self._saved = None
 
 
 class _ArrivalOrderCoin:
@@ -76,35 +132,45 @@ class _ArrivalOrderCoin:
         return getattr(self._rng, name)
 
 
-@contextmanager
-def fifo_batches(enabled: bool = True) -> Iterator[bool]:
+def _arrival_order_coin(original: object) -> _ArrivalOrderCoin | None:
+    return _ArrivalOrderCoin(original) if isinstance(original, random.Random) else None
+
+
+_coin = _StandIn("_r", _arrival_order_coin)
+
+
+def fifo_batches(enabled: bool = True) -> AbstractContextManager[bool]:
     """While inside, every trio scheduler batch in this process runs in the
     order its tasks became runnable. Yields whether that is in effect."""
-    global _users, _saved
-    if not enabled:
-        yield False
-        return
-    module: Any = importlib.import_module("trio._core._run")
-    with _lock:
-        if _users == 0:
-            original = getattr(module, "_r", None)
-            if isinstance(original, random.Random):
-                _saved = original
-                module._r = _ArrivalOrderCoin(original)
-        active = _saved is not None  # trio's generator is swapped out
-        if active:
-            _users += 1
-    if not active:
-        yield False
-        return
+    return _coin.applied(enabled)
+
+
+def _wakeup_values(original: object) -> WakeupValues | None:
+    """The stand-in for the ``Value`` class trio's run module builds its
+    wake-ups with; None unless that is outcome's ``Value`` (with its used-mark
+    slot) and references are counted as CPython with the GIL counts them."""
+    if original is not Value or sys.implementation.name != "cpython":
+        return None
+    gil_enabled: Callable[[], bool] = getattr(sys, "_is_gil_enabled", lambda: True)
+    if not gil_enabled():
+        return None
+    unwrapped = next(
+        (cls.__dict__["_unwrapped"] for cls in Value.__mro__ if "_unwrapped" in cls.__dict__),
+        None,
+    )
     try:
-        yield True
-    finally:
-        with _lock:
-            _users -= 1
-            if _users == 0:
-                module._r = _saved
-                _saved = None
+        return WakeupValues(Value, unwrapped)
+    except TypeError:
+        return None
+
+
+_wakeups = _StandIn("Value", _wakeup_values)
+
+
+def pooled_wakeups(enabled: bool = True) -> AbstractContextManager[bool]:
+    """While inside, trio's wake-ups in this process reuse their
+    ``Value(None)`` objects (`WakeupValues`). Yields whether that is in effect."""
+    return _wakeups.applied(enabled)
 
 
 @functools.cache

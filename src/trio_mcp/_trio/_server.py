@@ -48,7 +48,7 @@ from .._http11 import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
-from ._scheduling import fifo_batches, lean_instruments
+from ._scheduling import fifo_batches, lean_instruments, pooled_wakeups
 from ._socketio import (
     RESOURCE_ERRNOS,
     BatchEndSender,
@@ -773,8 +773,9 @@ def run(
 
     `around`, if given, is entered before serving and exited after (an
     application's lifespan). Scheduler batches run first in, first out
-    unless ``config.fifo_scheduling`` is off, and trio's per-step instrument
-    checks run at C speed (see ``_scheduling.py``).
+    unless ``config.fifo_scheduling`` is off, trio's wake-ups reuse their
+    values unless ``config.pooled_wakeups`` is off, and trio's per-step
+    instrument checks run at C speed (see ``_scheduling.py``).
     """
     import signal
 
@@ -792,5 +793,6 @@ def run(
                     server.shutdown()
                     break
 
-    with fifo_batches((config or ServerConfig()).fifo_scheduling):
+    settings = config or ServerConfig()
+    with fifo_batches(settings.fifo_scheduling), pooled_wakeups(settings.pooled_wakeups):
         trio.run(main)
