@@ -380,7 +380,7 @@ class HTTPServer:
         receive_data = http.receive_data
         receive_some = stream.receive_some
         limit_phase = conn.limit_phase
-        deferred = self._deferred
+        finish_deferred = self._finish_deferred
         idle_timeout = config.idle_timeout_s
         limited_phase: Phase | None = None
         while True:
@@ -437,8 +437,22 @@ class HTTPServer:
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
             elif type(response) is DeferredResponse:
-                # (its writer sets the limit of each write)
-                if not await deferred(stream, conn, response, write_timeout):
+                # (inline, not a coroutine of its own: every tool call comes
+                # this way; its writer sets the limit of each write)
+                writer = ResponseWriter(stream, conn, dates, write_timeout)
+                conn.limit = inf
+                try:
+                    await response.respond(writer)
+                    failed = False
+                except Exception:
+                    logger.exception("deferred response failed")
+                    failed = True
+                del response  # (nor its request, while the connection waits)
+                if (failed or writer.state is not _DONE) and not await finish_deferred(
+                    writer, failed
+                ):
+                    return True
+                if writer.broken:
                     return True
             else:
                 assert isinstance(response, StreamingResponse)
@@ -448,27 +462,16 @@ class HTTPServer:
             if http.must_close:
                 return False
 
-    async def _deferred(
-        self,
-        stream: _ByteStream,
-        conn: _Connection,
-        response: DeferredResponse,
-        write_timeout: float,
-    ) -> bool:
-        """Let a DeferredResponse write its answer; False when the peer went away."""
-        writer = ResponseWriter(stream, conn, self._dates, write_timeout)
-        conn.limit = inf
-        try:
-            await response.respond(writer)
-        except Exception:
-            logger.exception("deferred response failed")
-            if writer.state is _NEW:
-                await writer.respond(_INTERNAL_ERROR)
-            else:
-                return False  # cut the stream short: the client sees it incomplete
+    async def _finish_deferred(self, writer: ResponseWriter, failed: bool) -> bool:
+        """After a DeferredResponse that failed (`failed`) or did not finish its
+        answer: a 500 if it wrote nothing, the end of its stream if it started
+        one; False when the answer must be cut short or the peer went away."""
         if writer.state is _NEW:
-            logger.error("a deferred response wrote nothing; answering 500")
+            if not failed:
+                logger.error("a deferred response wrote nothing; answering 500")
             await writer.respond(_INTERNAL_ERROR)
+        elif failed:
+            return False  # cut the stream short: the client sees it incomplete
         elif writer.state is _STREAMING:
             await writer.end()
         return not writer.broken
