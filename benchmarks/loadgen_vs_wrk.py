@@ -46,9 +46,11 @@ load generators pinned to CPU 1, one process/thread each. Every request is a
 
 Wall-clock latency is noisy on a shared machine (p99 most of all), CPU per
 request much less so. Results of 2026-11-30 (``--rounds 5 --duration 10
---together``): CPU per 10,000 requests wrk 0.103 s, trio-mcp bench 0.269 s
-(2.60x); open loop, both at once, p50 0.079 vs 0.090 ms (1.14), p99 0.247 vs
-0.209 ms (0.85). Taking turns, the same day: p50 1.06, p99 0.69.
+--together``), with the bench reading into its own buffer: CPU per 10,000
+requests wrk 0.075 s, trio-mcp bench 0.110 s (1.46x); open loop, both at
+once, p50 0.085 vs 0.082 ms (0.96), p99 0.309 vs 0.322 ms (1.04). Earlier
+that day, with a 256 KiB ``recv`` per read: 0.103 vs 0.269 s (2.60x), and
+3.40x against the server of the evening, which made wrk cheaper per request.
 ``--json`` (default ``benchmarks/results/loadgen-vs-wrk.json``) records every
 run, the commands and the machine.
 """
