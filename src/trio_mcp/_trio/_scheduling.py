@@ -37,7 +37,7 @@ made building and freeing one about 3,000 instructions. `pooled_wakeups`
 puts `WakeupValues` (``_wakeups.pyx``, with its twin) where trio's run module
 looks that class up: ``Value(None)`` then hands out a genuine ``Value`` that
 nothing else refers to any more, its used-mark reset, from a ring of 256; any
-other value is built as before. That took 4.4% off the instructions of a
+other value is built as before. That took 4.5% off the instructions of a
 2026-07-28 call. Like `fifo_batches` it is process-wide while it lasts, and it
 does nothing (returning False) unless trio still uses outcome's ``Value``
 and the interpreter is CPython with the GIL (it counts references).
