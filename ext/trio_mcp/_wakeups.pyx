@@ -37,7 +37,7 @@ cdef enum:
     _T_OBJECT_EX = 16
     _READONLY = 1
 
-cdef object _FALSE = bool(0)
+cdef object _FALSE = bool(0)  # (the Python object, for the slot write below)
 
 
 cdef class WakeupValues:
@@ -45,7 +45,6 @@ cdef class WakeupValues:
     unused ones when one is free (see the twin's docstring)."""
 
     cdef readonly object value_type
-    cdef object _unwrapped
     cdef list _ring
     cdef Py_ssize_t _size
     cdef Py_ssize_t _at
@@ -71,7 +70,6 @@ cdef class WakeupValues:
         ):
             raise TypeError("unwrapped must be a writable slot holding a bool")
         self.value_type = value_type
-        self._unwrapped = unwrapped
         self._ring = ring
         self._size = size
         self._at = 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterator
 from typing import Any
 
 import outcome
@@ -50,10 +51,10 @@ def test_a_value_nothing_holds_is_handed_out_again_unused(impl: Any) -> None:
     factory = values(impl, size=1)
     first = factory(None)
     first.unwrap()
-    kept_id = id(first)
+    ring_kept = weakref.ref(first)
     del first
     again = factory(None)
-    assert id(again) == kept_id  # the same object: the ring kept it alive
+    assert again is ring_kept()  # the same object: the ring kept it alive
     assert again.unwrap() is None  # its used-mark was reset
 
 
@@ -144,6 +145,17 @@ def test_what_it_refuses(
 _steps = st.lists(st.one_of(st.booleans(), st.integers(min_value=0, max_value=20)), max_size=60)
 
 
+def takes(steps: list[bool | int], kept: list[Any]) -> Iterator[bool]:
+    """Each take's step (keep its value or not); lets go of a kept value at
+    each int step in between."""
+    for step in steps:
+        if type(step) is int:
+            if kept:
+                kept.pop(step % len(kept))
+        else:
+            yield bool(step)
+
+
 def reuse_pattern(impl: Any, size: int, steps: list[bool | int]) -> list[int]:
     """For each value taken, the number of the first take that returned the
     same object (weak references: they do not count as holding it)."""
@@ -151,18 +163,14 @@ def reuse_pattern(impl: Any, size: int, steps: list[bool | int]) -> list[int]:
     taken: list[weakref.ref[Any]] = []
     pattern: list[int] = []
     kept: list[Any] = []
-    for step in steps:
-        if type(step) is int:
-            if kept:
-                kept.pop(step % len(kept))
-            continue
+    for keep in takes(steps, kept):
         value = factory(None)
         assert value.unwrap() is None
         number = next((n for n, ref in enumerate(taken) if ref() is value), len(taken))
         if number == len(taken):
             taken.append(weakref.ref(value))
         pattern.append(number)
-        if step:
+        if keep:
             kept.append(value)
         del value
     return pattern
@@ -178,18 +186,14 @@ def model_pattern(size: int, steps: list[bool | int]) -> list[int]:
     first_take: dict[int, int] = {}
     pattern: list[int] = []
     kept: list[int] = []
-    for step in steps:
-        if type(step) is int:
-            if kept:
-                kept.pop(step % len(kept))
-            continue
+    for keep in takes(steps, kept):
         if ring[at] in kept:
             ring[at] = made
             made += 1
         value = ring[at]
         at = (at + 1) % size
         pattern.append(first_take.setdefault(value, len(first_take)))
-        if step:
+        if keep:
             kept.append(value)
     return pattern
 
