@@ -13,7 +13,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, get_args, get_origin, get_type_hints
+from typing import Any, Final, TypeVar, get_args, get_origin, get_type_hints, overload
 
 from . import _content
 from ._errors import LocalProtocolError, MCPError
@@ -385,6 +385,18 @@ def _is_async(fn: Callable[..., Any]) -> bool:
     return inspect.iscoroutinefunction(fn)
 
 
+def _decorator_name(
+    kind: str, name: str | Callable[..., Any] | None
+) -> tuple[str | None, Callable[..., Any] | None]:
+    """A decorator's first argument: (the name it gives, None) when called, or
+    (None, the function) when used bare; anything else is a TypeError at once."""
+    if name is None or isinstance(name, str):
+        return name, None
+    if callable(name):
+        return None, name
+    raise TypeError(f"{kind}() takes the {kind}'s name (a str) or, used bare, the function")
+
+
 def _put(listing: dict[str, Any], key: str, value: Any) -> None:
     if value is not None:
         listing[key] = value
@@ -448,6 +460,9 @@ class Server:
 
     # ---- tools ------------------------------------------------------------
 
+    @overload
+    def tool(self, name: F, /) -> F: ...
+    @overload
     def tool(
         self,
         name: str | None = None,
@@ -458,13 +473,28 @@ class Server:
         output_schema: JSONSchema | None = None,
         annotations: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
-    ) -> Callable[[F], F]:
-        """Register the decorated function as a tool (see `add_tool`)."""
+    ) -> Callable[[F], F]: ...
+    def tool(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        input_schema: JSONSchema | None = None,
+        output_schema: JSONSchema | None = None,
+        annotations: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """Register the decorated function as a tool (see `add_tool`).
+
+        Bare (``@server.tool``) or called (``@server.tool()``,
+        ``@server.tool("name", title=...)``); the function comes back unchanged.
+        """
 
         def register(fn: F) -> F:
             self.add_tool(
                 fn,
-                name=name,
+                name=tool_name,
                 title=title,
                 description=description,
                 input_schema=input_schema,
@@ -474,7 +504,8 @@ class Server:
             )
             return fn
 
-        return register
+        tool_name, bare = _decorator_name("tool", name)
+        return register(bare) if bare is not None else register
 
     def add_tool(
         self,
@@ -595,6 +626,10 @@ class Server:
         cache: tuple[int, str] | None = None,
     ) -> Callable[[F], F]:
         """Register the decorated function as a resource or, with ``{var}`` parts, a template."""
+        if not isinstance(uri, str):
+            raise TypeError(
+                'resource() needs the resource\'s URI first: @server.resource("demo://readme")'
+            )
 
         def register(fn: F) -> F:
             self.add_resource(
@@ -664,16 +699,28 @@ class Server:
 
     # ---- prompts ----------------------------------------------------------
 
+    @overload
+    def prompt(self, name: F, /) -> F: ...
+    @overload
     def prompt(
         self, name: str | None = None, *, title: str | None = None, description: str | None = None
-    ) -> Callable[[F], F]:
-        """Register the decorated function as a prompt (see `add_prompt`)."""
+    ) -> Callable[[F], F]: ...
+    def prompt(
+        self,
+        name: str | Callable[..., Any] | None = None,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+    ) -> Any:
+        """Register the decorated function as a prompt (see `add_prompt`); bare
+        (``@server.prompt``) or called (``@server.prompt()``)."""
 
         def register(fn: F) -> F:
-            self.add_prompt(fn, name=name, title=title, description=description)
+            self.add_prompt(fn, name=prompt_name, title=title, description=description)
             return fn
 
-        return register
+        prompt_name, bare = _decorator_name("prompt", name)
+        return register(bare) if bare is not None else register
 
     def add_prompt(
         self,
@@ -717,8 +764,13 @@ class Server:
 
     # ---- completions ------------------------------------------------------
 
-    def completion(self) -> Callable[[F], F]:
-        """Register the decorated function as the ``completion/complete`` handler.
+    @overload
+    def completion(self, fn: F, /) -> F: ...
+    @overload
+    def completion(self) -> Callable[[F], F]: ...
+    def completion(self, fn: Callable[..., Any] | None = None) -> Any:
+        """Register the decorated function as the ``completion/complete`` handler;
+        bare (``@server.completion``) or called (``@server.completion()``).
 
         It is called as ``fn(ref, argument, context_arguments)`` with the
         request's ``ref`` (``{"type": "ref/prompt", "name": ...}`` or
@@ -731,7 +783,9 @@ class Server:
             self.completer = fn
             return fn
 
-        return register
+        if fn is not None and not callable(fn):
+            raise TypeError("completion() takes no arguments; use @server.completion")
+        return register(fn) if fn is not None else register
 
     # ---- what initialize announces ----------------------------------------
 
