@@ -40,8 +40,8 @@ from _suite_server import server as suite_app  # noqa: E402
 from everything import server as everything_app  # noqa: E402
 
 from trio_mcp import MCPConfig, ServerConfig  # noqa: E402
+from trio_mcp._mcp._endpoint import MCPEndpoint  # noqa: E402
 from trio_mcp._speedups import USING_EXTENSIONS  # noqa: E402
-from trio_mcp._trio._endpoint import MCPEndpoint  # noqa: E402
 from trio_mcp._trio._server import HTTPServer  # noqa: E402
 
 MODERN = "2026-07-28"

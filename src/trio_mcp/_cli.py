@@ -22,9 +22,9 @@ import logging
 import sys
 from pathlib import Path
 
-from ._app import Server
+from ._app._server import Server
 from ._config import MCPConfig, ServerConfig
-from ._trio._endpoint import run_mcp
+from ._mcp._endpoint import run_mcp
 
 
 def load_server(target: str) -> Server:

@@ -82,18 +82,18 @@ COMPILED_MODULES = ("_httphead", "_headers", "_sentinel", "_sse", "_wakeups")
 
 #: The request path, compiled from the unchanged ``.py`` (setup.py reads both lists here).
 SOURCE_COMPILED_MODULES = (
-    "_http11",
-    "_jsonrpc",
-    "_modern",
-    "_sessions",
-    "_events",
-    "_streamable",
-    "_app",
+    "_http._connection",
+    "_protocol._jsonrpc",
+    "_protocol._envelope",
+    "_protocol._sessions",
+    "_protocol._events",
+    "_protocol._admission",
+    "_app._server",
     "_trio._socketio",
     "_trio._server",
-    "_trio._streams",
-    "_trio._dispatch",
-    "_trio._endpoint",
+    "_mcp._streams",
+    "_mcp._dispatch",
+    "_mcp._endpoint",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trio_mcp import LocalProtocolError, RemoteProtocolError, Response, ServerConfig
-from trio_mcp._http11 import (
+from trio_mcp._http._connection import (
     CLOSED,
     NEED_DATA,
     SEND_CONTINUE,

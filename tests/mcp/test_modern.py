@@ -675,7 +675,7 @@ def test_shared_port_without_shared_state_keys_warns(caplog) -> None:
 def test_the_modern_methods_follow_what_is_registered() -> None:
     """The set is cached, but a tool added or removed later changes it at once."""
     from trio_mcp import Server
-    from trio_mcp._trio._dispatch import Dispatcher
+    from trio_mcp._mcp._dispatch import Dispatcher
 
     app = Server("gated")
     dispatch = Dispatcher(app)

@@ -8,8 +8,8 @@ from _support import initialize_body, mcp_post
 from mcp_fixtures import everything
 
 from trio_mcp import DeferredResponse, MCPConfig, Request, Response, ServerConfig
-from trio_mcp._http11 import HTTP11Connection
-from trio_mcp._trio._endpoint import MCPEndpoint
+from trio_mcp._http._connection import HTTP11Connection
+from trio_mcp._mcp._endpoint import MCPEndpoint
 
 
 def parsed(raw: bytes) -> Request:

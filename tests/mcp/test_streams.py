@@ -8,7 +8,7 @@ import trio
 from _support import EventReader, connect, initialize_body, mcp_post
 
 from trio_mcp import Context, Server
-from trio_mcp._events import EVENT_OVERHEAD, EventLimits, MemoryEventStore
+from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits, MemoryEventStore
 
 
 async def open_session(port: int, capabilities: dict | None = None) -> str:

@@ -12,7 +12,7 @@ from _support import initialize_body, mcp_post, sse_messages
 from mcp_fixtures import everything
 
 from trio_mcp import MCPConfig, ServerConfig
-from trio_mcp._trio._endpoint import MCPEndpoint
+from trio_mcp._mcp._endpoint import MCPEndpoint
 from trio_mcp._trio._server import HTTPServer
 
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_mcp import MCPError
-from trio_mcp._jsonrpc import (
+from trio_mcp._protocol._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trio_mcp import MCPError
-from trio_mcp._mrtr import StateSealer, params_digest
+from trio_mcp._protocol._request_state import StateSealer, params_digest
 
 D = params_digest({"name": "tool", "arguments": {"a": 1}})
 

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from trio_mcp._sessions import SessionIds, SessionsFull, SessionTable, new_session_id
+from trio_mcp._protocol._sessions import SessionIds, SessionsFull, SessionTable, new_session_id
 
 
 def table(max_sessions: int = 3, idle: float = 100.0) -> SessionTable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trio_mcp._streamable import (
+from trio_mcp._protocol._admission import (
     JSON,
     SSE,
     accepts,

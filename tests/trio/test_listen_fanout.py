@@ -17,8 +17,8 @@ import trio
 import trio.testing
 
 from trio_mcp import Server
-from trio_mcp._trio._endpoint import MCPEndpoint
-from trio_mcp._trio._streams import Listener
+from trio_mcp._mcp._endpoint import MCPEndpoint
+from trio_mcp._mcp._streams import Listener
 
 
 class Writer:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from trio_mcp._trio._streams import KEEPALIVE, Outbox
+from trio_mcp._mcp._streams import KEEPALIVE, Outbox
 
 
 class Writer:

@@ -2,7 +2,7 @@
 # reads this file beside the .py). Each declares exactly the class's __slots__
 # (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
 cimport cython
-from trio_mcp._http11 cimport HTTP11Connection
+from trio_mcp._http._connection cimport HTTP11Connection
 from trio_mcp._trio._socketio cimport SocketIO
 
 cdef class _DateCache:

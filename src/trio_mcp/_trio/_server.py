@@ -31,7 +31,7 @@ import trio
 
 from .._config import ServerConfig
 from .._errors import LocalProtocolError, RemoteProtocolError
-from .._http11 import (
+from .._http._connection import (
     BODY,
     CLOSED,
     CONTINUE_RESPONSE,
@@ -523,7 +523,7 @@ class _WriterState(enum.Enum):
 
 
 # As module globals: read per request, and Enum members read through their
-# class are slow on CPython 3.11 (see _http11.IDLE).
+# class are slow on CPython 3.11 (see _http._connection.IDLE).
 _NEW: Final = _WriterState.NEW
 _STREAMING: Final = _WriterState.STREAMING
 _DONE: Final = _WriterState.DONE

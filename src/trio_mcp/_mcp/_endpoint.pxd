@@ -4,12 +4,12 @@
 # cpdef line makes a def method one the class calls on itself per request a C
 # call (the method stays callable from Python, as in the .py).
 cimport cython
-from trio_mcp._sessions cimport Session, SessionTable
-from trio_mcp._trio._dispatch cimport Dispatcher
-from trio_mcp._http11 cimport Request
-from trio_mcp._jsonrpc cimport Request as RPCRequest
-from trio_mcp._modern cimport Envelope
-from trio_mcp._trio._streams cimport Listener
+from trio_mcp._protocol._sessions cimport Session, SessionTable
+from trio_mcp._mcp._dispatch cimport Dispatcher
+from trio_mcp._http._connection cimport Request
+from trio_mcp._protocol._jsonrpc cimport Request as RPCRequest
+from trio_mcp._protocol._envelope cimport Envelope
+from trio_mcp._mcp._streams cimport Listener
 
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, _accept_cache

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from ._errors import HeaderValueError, MCPError
+from .._errors import HeaderValueError, MCPError
+from .._speedups import decode_header_value
 from ._jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
-from ._speedups import decode_header_value
-from ._versions import LEGACY_VERSIONS
+from ._revisions import LEGACY_VERSIONS
 
 MODERN_VERSIONS: Final = ("2026-07-28",)
 #: Every version this server speaks, newest first (``supportedVersions``).

@@ -19,17 +19,34 @@ from typing import Any, Final
 
 import trio
 
-from .._app import (
+from .._app._schema import header_mismatch
+from .._app._server import (
     LOG_LEVELS,
     Context,
     Server,
 )
 from .._config import MCPConfig
 from .._errors import MCPError
-from .._events import EventLimits, EventStore, MemoryEventStore, StoredEvent
-from .._http11 import DeferredResponse, Headers, Request, Response
+from .._http._connection import DeferredResponse, Headers, Request, Response
 from .._json import dumps
-from .._jsonrpc import (
+from .._protocol._admission import (
+    JSON,
+    SSE,
+    accepts,
+    host_allowed,
+    is_json_content_type,
+    origin_allowed,
+)
+from .._protocol._envelope import (
+    META_SERVER_INFO,
+    MODERN_VERSIONS,
+    Envelope,
+    EnvelopeError,
+    check_envelope,
+    is_modern,
+)
+from .._protocol._events import EventLimits, EventStore, MemoryEventStore, StoredEvent
+from .._protocol._jsonrpc import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -43,31 +60,14 @@ from .._jsonrpc import (
     error_message,
     request_bytes,
 )
-from .._jsonrpc import Request as RPCRequest
-from .._jsonrpc import Response as RPCResponse
-from .._modern import (
-    META_SERVER_INFO,
-    MODERN_VERSIONS,
-    Envelope,
-    EnvelopeError,
-    check_envelope,
-    is_modern,
-)
-from .._mrtr import InputRequired, StateSealer, params_digest
-from .._schema import header_mismatch
-from .._sessions import Session, SessionsFull, SessionTable
+from .._protocol._jsonrpc import Request as RPCRequest
+from .._protocol._jsonrpc import Response as RPCResponse
+from .._protocol._request_state import InputRequired, StateSealer, params_digest
+from .._protocol._revisions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS, negotiate
+from .._protocol._sessions import Session, SessionsFull, SessionTable
 from .._speedups import decode_header_value, format_event
-from .._streamable import (
-    JSON,
-    SSE,
-    accepts,
-    host_allowed,
-    is_json_content_type,
-    origin_allowed,
-)
-from .._versions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS, negotiate
+from .._trio._server import HTTPServer, run, serve
 from ._dispatch import Dispatcher
-from ._server import HTTPServer, run, serve
 from ._streams import (
     MESSAGE,
     SSE_HEADERS,

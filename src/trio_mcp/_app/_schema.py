@@ -20,8 +20,8 @@ from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
 import jsonschema_rs
 
-from ._errors import LocalProtocolError
-from ._json import dumps
+from .._errors import LocalProtocolError
+from .._json import dumps
 
 JSONSchema = dict[str, Any]
 

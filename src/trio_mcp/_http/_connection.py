@@ -30,10 +30,10 @@ from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequen
 from http import HTTPStatus
 from typing import Any, Final, final
 
-from ._config import ServerConfig
-from ._errors import LocalProtocolError, RemoteProtocolError
-from ._headers_py import FLAG_CLOSE, FLAG_EXPECT_CONTINUE, FLAG_KEEP_ALIVE
-from ._speedups import check_headers, find_head_end, parse_head
+from .._config import ServerConfig
+from .._errors import LocalProtocolError, RemoteProtocolError
+from .._headers_py import FLAG_CLOSE, FLAG_EXPECT_CONTINUE, FLAG_KEEP_ALIVE
+from .._speedups import check_headers, find_head_end, parse_head
 
 Headers = list[tuple[bytes, bytes]]
 

@@ -21,8 +21,8 @@ import secrets
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._errors import MCPError
-from ._json import JSONDecodeError, dumps, loads
+from .._errors import MCPError
+from .._json import JSONDecodeError, dumps, loads
 from ._jsonrpc import INVALID_PARAMS
 
 #: Request parameters that change between rounds and so are not part of the digest.

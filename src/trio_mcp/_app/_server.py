@@ -15,10 +15,10 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, get_args, get_origin, get_type_hints, overload
 
+from .._errors import LocalProtocolError, MCPError
+from .._json import dumps
+from .._protocol._request_state import InputRequired
 from . import _content
-from ._errors import LocalProtocolError, MCPError
-from ._json import dumps
-from ._mrtr import InputRequired
 from ._schema import (
     HeaderParam,
     JSONSchema,

@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from .._app import (
+from .._app._server import (
     LOG_LEVELS,
     Context,
     Server,
@@ -27,10 +27,10 @@ from .._app import (
     tool_result,
 )
 from .._errors import MCPError
-from .._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
-from .._modern import ALL_VERSIONS
-from .._mrtr import InputRequired
-from .._versions import at_least
+from .._protocol._envelope import ALL_VERSIONS
+from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from .._protocol._request_state import InputRequired
+from .._protocol._revisions import at_least
 
 logger = logging.getLogger("trio_mcp.endpoint")
 

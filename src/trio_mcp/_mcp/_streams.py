@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 from trio.lowlevel import ParkingLot
 
-from .._jsonrpc import Response as RPCResponse
-from .._sessions import Session
+from .._protocol._jsonrpc import Response as RPCResponse
+from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
 
 if TYPE_CHECKING:
-    from .._http11 import Headers
+    from .._http._connection import Headers
     from ._endpoint import MCPEndpoint
 
 SSE_HEADERS: Final = [

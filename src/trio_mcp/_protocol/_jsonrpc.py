@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ._errors import MCPError
-from ._json import JSONDecodeError, dumps, loads
+from .._errors import MCPError
+from .._json import JSONDecodeError, dumps, loads
 
 # JSON-RPC codes, and the ones MCP defines.
 PARSE_ERROR: Final = -32700
