@@ -16,13 +16,13 @@ from ._app._content import text as text_content
 from ._app._server import Authorizer as Authorizer
 from ._app._server import Context as Context
 from ._app._server import Server as Server
-from ._app._server import ToolError as ToolError
 from ._config import MCPConfig as MCPConfig
 from ._config import ServerConfig as ServerConfig
 from ._errors import HeaderValueError as HeaderValueError
 from ._errors import LocalProtocolError as LocalProtocolError
 from ._errors import MCPError as MCPError
 from ._errors import RemoteProtocolError as RemoteProtocolError
+from ._errors import ToolError as ToolError
 from ._errors import TrioMCPError as TrioMCPError
 from ._http._connection import DeferredResponse as DeferredResponse
 from ._http._connection import Request as Request

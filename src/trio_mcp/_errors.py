@@ -1,12 +1,19 @@
-"""The one exception hierarchy of trio-mcp.
+"""The one exception hierarchy of trio-mcp: every exception type it defines
+is here, under `TrioMCPError`.
 
-Peer mistakes are `RemoteProtocolError`, carrying the HTTP status to answer;
-our own misuse of the protocol is `LocalProtocolError`. Compiled modules raise
-these same classes (they import them from here), so both implementations of
-every hot function fail in the same way.
+Peer mistakes are `RemoteProtocolError` (HTTP framing, carrying the status to
+answer) or a `Rejection` (an MCP request refused before it runs, carrying the
+status and the JSON-RPC error); our own misuse of the protocol is
+`LocalProtocolError`; a handler's deliberate error is `MCPError` and a failure
+the model should see is `ToolError`. Compiled modules raise these same classes
+(they import them from here), so both implementations of every hot function
+fail in the same way.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 
 class TrioMCPError(Exception):
@@ -52,3 +59,47 @@ class MCPError(TrioMCPError):
 
     def __repr__(self) -> str:
         return f"MCPError({self.code}, {self.message!r})"
+
+
+class ToolError(TrioMCPError):
+    """Raise from a tool to report a failure the model should see (``isError``)."""
+
+
+class Rejection(TrioMCPError):
+    """A request refused before it runs: answer the HTTP `status` with the
+    JSON-RPC `error` in the body (and `headers`), for the request `request_id`
+    (None when it is not known, as for an unreadable body).
+
+    Every refusal of the MCP transports is one of these; which status goes with
+    which rule is written where the rule is checked (`_protocol/`), and the
+    status of an error *answer* comes from `_protocol._jsonrpc.error_status`.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        error: MCPError,
+        headers: Sequence[tuple[bytes, bytes]] = (),
+        request_id: str | int | None = None,
+    ) -> None:
+        super().__init__(error.message)
+        self.status = status
+        self.error = error
+        self.headers = list(headers)
+        self.request_id = request_id
+
+    def __repr__(self) -> str:
+        return f"Rejection({self.status}, {self.error!r})"
+
+
+class InputRequired(TrioMCPError):
+    """Raised inside a handler to answer ``input_required`` (2026-07-28 multi
+    round-trip requests); the request runner catches it."""
+
+    def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
+        super().__init__("input required")
+        self.requests = requests
+
+
+class SessionsFull(TrioMCPError):
+    """The session table is at its bound and nothing in it has expired."""

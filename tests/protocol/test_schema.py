@@ -7,9 +7,9 @@ import enum
 from typing import Annotated, Any, Literal, Optional, TypedDict
 
 import pytest
-from trio_mcp._app._schema import compile_checks, schema_for
 
 from trio_mcp import Context, LocalProtocolError, Server
+from trio_mcp._app._schema import compile_checks, schema_for
 
 
 class Color(enum.Enum):
@@ -182,7 +182,6 @@ def test_parameter_descriptions_from_the_docstring() -> None:
 # ---- x-mcp-header -------------------------------------------------------------------
 
 from trio_mcp._app._schema import header_mismatch, header_params  # noqa: E402
-
 from trio_mcp._sentinel_py import decode_header_value  # noqa: E402
 
 

@@ -15,9 +15,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, get_args, get_origin, get_type_hints, overload
 
-from .._errors import LocalProtocolError, MCPError
+from .._errors import InputRequired, LocalProtocolError, MCPError
 from .._json import dumps
-from .._protocol._request_state import InputRequired
 from . import _content
 from ._schema import (
     HeaderParam,
@@ -43,10 +42,6 @@ _INPUT_CAPABILITY: Final = {
 
 #: ``await authorize(principal, method, name) -> bool``: may this request run?
 Authorizer = Callable[[object, str, str | None], Awaitable[bool]]
-
-
-class ToolError(Exception):
-    """Raise from a tool to report a failure the model should see (``isError``)."""
 
 
 class Context:

@@ -21,15 +21,13 @@ from .._app._server import (
     LOG_LEVELS,
     Context,
     Server,
-    ToolError,
     prompt_messages,
     resource_contents,
     tool_result,
 )
-from .._errors import MCPError
+from .._errors import InputRequired, MCPError, ToolError
 from .._protocol._envelope import ALL_VERSIONS
 from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
-from .._protocol._request_state import InputRequired
 from .._protocol._revisions import at_least
 
 logger = logging.getLogger("trio_mcp.endpoint")

@@ -26,7 +26,7 @@ from .._app._server import (
     Server,
 )
 from .._config import MCPConfig
-from .._errors import MCPError
+from .._errors import InputRequired, MCPError, Rejection, SessionsFull
 from .._http._connection import DeferredResponse, Headers, Request, Response
 from .._json import dumps
 from .._protocol._admission import (
@@ -37,11 +37,11 @@ from .._protocol._admission import (
     is_json_content_type,
     origin_allowed,
 )
+from .._protocol._answers import JSON_HEADERS, refuse, rejection_response
 from .._protocol._envelope import (
     META_SERVER_INFO,
     MODERN_VERSIONS,
     Envelope,
-    EnvelopeError,
     check_envelope,
     is_modern,
 )
@@ -52,19 +52,20 @@ from .._protocol._jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    MODERN,
     UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
     Notification,
     decode_body,
     error_message,
+    error_status,
     request_bytes,
 )
 from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._jsonrpc import Response as RPCResponse
-from .._protocol._request_state import InputRequired, StateSealer, params_digest
+from .._protocol._request_state import StateSealer, params_digest
 from .._protocol._revisions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS, negotiate
-from .._protocol._sessions import Session, SessionsFull, SessionTable
+from .._protocol._sessions import Session, SessionTable
 from .._speedups import decode_header_value, format_event
 from .._trio._server import HTTPServer, run, serve
 from ._dispatch import Dispatcher
@@ -83,7 +84,6 @@ logger = logging.getLogger("trio_mcp.endpoint")
 #: ``authenticate(request)`` returns the principal, or None to answer 401.
 Authenticator = Callable[[Request], Awaitable[object | None]]
 
-_JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 #: A session's protocol version as the MCP-Protocol-Version header value: its
 #: requests' headers are compared without decoding them.
 _HEADER_VALUES: Final = {version: version.encode("latin-1") for version in LEGACY_VERSIONS}
@@ -131,19 +131,6 @@ _MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"}
 _LOGGING_OFF: Final = "off"
 
 
-def _modern_status(answer: dict[str, Any]) -> int:
-    """The HTTP status of a modern answer (digest 3.7; handler errors stay 200)."""
-    error = answer.get("error")
-    if error is None:
-        return 200
-    code = error.get("code")
-    if code == METHOD_NOT_FOUND:
-        return 404
-    if code in (HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION):
-        return 400
-    return 200
-
-
 _BROADCAST_QUEUE: Final = 1024
 # sessions per event-store call when a notification goes to every session
 _BROADCAST_SLICE: Final = 512
@@ -157,31 +144,18 @@ def _query_value(query: str, name: str) -> str | None:
     return None
 
 
-class _Reject(Exception):
-    """Answer the HTTP request with `status` and an id-less JSON-RPC error."""
-
-    def __init__(self, status: int, code: int, message: str, headers: Headers | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.headers = headers or []
-
-    def response(self) -> Response:
-        return _error_response(self.status, self.code, self.message, self.headers)
-
-
-def _error_response(
-    status: int, code: int, message: str, headers: Headers | None = None
-) -> Response:
-    body = dumps(error_message(None, MCPError(code, message)))
-    return Response(status, _JSON_HEADERS + (headers or []), body)
+def _sessions_full() -> Rejection:
+    return Rejection(
+        503,
+        MCPError(INTERNAL_ERROR, "Service Unavailable: too many sessions"),
+        [(b"retry-after", b"5")],
+    )
 
 
 def _forbidden(request_id: Any, cors: Headers) -> Response:
     """The 403 for a request the application's authorize hook refuses."""
     body = dumps(error_message(request_id, _FORBIDDEN))
-    return Response(403, _JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body)
+    return Response(403, JSON_HEADERS + _INSUFFICIENT_SCOPE + cors, body)
 
 
 #: Request headers a browser may send (besides the Mcp-Param-* family).
@@ -351,8 +325,8 @@ class MCPEndpoint:
                 response = await self._get(request, cors)
             else:
                 response = Response(405, [(b"allow", _ALLOW)])
-        except _Reject as reject:
-            response = reject.response()
+        except Rejection as rejection:
+            response = rejection_response(rejection)
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
@@ -374,8 +348,8 @@ class MCPEndpoint:
         try:
             self._check_post_head(request)
             response = self._post(request, cors, None)
-        except _Reject as reject:
-            response = reject.response()
+        except Rejection as rejection:
+            response = rejection_response(rejection)
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
@@ -427,8 +401,8 @@ class MCPEndpoint:
         refuses its Host or Origin."""
         try:
             self._check_origin(request)
-        except _Reject as reject:
-            return reject.response()
+        except Rejection as rejection:
+            return rejection_response(rejection)
         return _cors_headers(request)
 
     def _check_origin(self, request: Request) -> None:
@@ -442,17 +416,17 @@ class MCPEndpoint:
             allowed = host_allowed(host, self._hosts, self._loopback)
             self._host_verdicts[host] = allowed
         if not allowed:
-            raise _Reject(403, INVALID_REQUEST, "Forbidden: Host not allowed")
+            raise refuse(403, "Forbidden: Host not allowed")
         origin = dict.get(singles, b"origin")
         if origin is not None and not origin_allowed(origin, self._origins, self._loopback):
-            raise _Reject(403, INVALID_REQUEST, "Forbidden: Origin not allowed")
+            raise refuse(403, "Forbidden: Origin not allowed")
 
     async def _principal(self, request: Request) -> object:
         if self.authenticate is None:
             return None
         principal = await self.authenticate(request)
         if principal is None:
-            raise _Reject(401, INVALID_REQUEST, "Unauthorized", [(b"www-authenticate", b"Bearer")])
+            raise refuse(401, "Unauthorized", [(b"www-authenticate", b"Bearer")])
         return principal
 
     def _session_for(self, request: Request, principal: object) -> Session | None:
@@ -462,19 +436,15 @@ class MCPEndpoint:
             return None
         session = self.sessions.get(raw.decode("latin-1"), self._swept_at)
         if session is None:
-            raise _Reject(404, INVALID_REQUEST, "Session not found: initialize a new session")
+            raise refuse(404, "Session not found: initialize a new session")
         if session.principal != principal:
-            raise _Reject(
-                403, INVALID_REQUEST, "Forbidden: the session belongs to another principal"
-            )
+            raise refuse(403, "Forbidden: the session belongs to another principal")
         header = dict.get(singles, b"mcp-protocol-version")
         version = session.protocol_version
         if header is not None and header != (
             dict.get(_HEADER_VALUES, version) or version.encode("latin-1")
         ):
-            raise _Reject(
-                400, INVALID_REQUEST, "Bad Request: MCP-Protocol-Version differs from the session's"
-            )
+            raise refuse(400, "Bad Request: MCP-Protocol-Version differs from the session's")
         return session
 
     def _check_post_head(self, request: Request) -> None:
@@ -488,13 +458,11 @@ class MCPEndpoint:
             acceptable = accepts(accept, JSON) and accepts(accept, SSE)
             self._accept_cache[accept] = acceptable
         if not acceptable:
-            raise _Reject(
-                406,
-                INVALID_REQUEST,
-                "Not Acceptable: Accept must allow application/json and text/event-stream",
+            raise refuse(
+                406, "Not Acceptable: Accept must allow application/json and text/event-stream"
             )
         if not is_json_content_type(dict.get(request.singles, b"content-type")):
-            raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
+            raise refuse(415, "Unsupported Media Type: use application/json")
 
     def _post(
         self, request: Request, cors: Headers, principal: object
@@ -507,14 +475,14 @@ class MCPEndpoint:
         try:
             messages, batch = decode_body(request.body, allow_batch=True)
         except MCPError as exc:
-            raise _Reject(400, exc.code, exc.message) from None
+            raise Rejection(400, exc) from None
         first = messages[0]
         eras = self.config.eras
         if not batch and is_modern(header, getattr(first, "params", None)):
             if eras == "legacy":
                 # the legacy rule for a version we don't speak, in a body a dual-era
                 # client does not read as a modern error: it falls back to initialize
-                raise _Reject(400, INVALID_REQUEST, "Bad Request: unsupported MCP-Protocol-Version")
+                raise refuse(400, "Bad Request: unsupported MCP-Protocol-Version")
             return self._modern_post(request, first, principal, cors)
         if eras == "modern":
             requested = header.decode("latin-1") if header is not None else HEADERLESS_VERSION
@@ -524,7 +492,7 @@ class MCPEndpoint:
                 {"supported": list(MODERN_VERSIONS), "requested": requested},
             )
             message_id = first.id if type(first) is RPCRequest else None
-            return Response(400, _JSON_HEADERS, dumps(error_message(message_id, error)))
+            raise Rejection(400, error, request_id=message_id)
         # The 2025 revisions (and 2024-11-05 clients that initialize here).
         session = self._session_for(request, principal)
         if session is not None:
@@ -534,14 +502,12 @@ class MCPEndpoint:
         else:
             version = HEADERLESS_VERSION
         if batch and version != BATCH_VERSION:
-            raise _Reject(400, INVALID_REQUEST, "Invalid request: batches are not supported")
+            raise refuse(400, "Invalid request: batches are not supported")
         requests = [m for m in messages if type(m) is RPCRequest]
         if session is None:
             initializing = len(messages) == 1 and requests and requests[0].method == "initialize"
             if not initializing and not self.config.stateless:
-                raise _Reject(
-                    400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required"
-                )
+                raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
         invalid_seen = False
         for message in messages:
             if type(message) is Notification:
@@ -557,7 +523,7 @@ class MCPEndpoint:
         if not requests and not batch:
             invalid = messages[0]
             assert isinstance(invalid, Invalid)
-            raise _Reject(400, invalid.error.code, invalid.error.message)
+            raise Rejection(400, invalid.error)
         if self.app.authorize is not None:
             return DeferredResponse(
                 partial(
@@ -642,22 +608,23 @@ class MCPEndpoint:
         if type(message) is Notification:
             return Response(202)  # no client notifications are defined on HTTP here
         if type(message) is Invalid:
-            raise _Reject(400, message.error.code, message.error.message)
+            raise Rejection(400, message.error)
         if type(message) is not RPCRequest:
-            raise _Reject(400, INVALID_REQUEST, "Invalid request: clients must not post responses")
+            raise refuse(400, "Invalid request: clients must not post responses")
         rpc = message  # (typed RPCRequest in the .pxd, and envelope Envelope)
         method = rpc.method
         try:
             envelope = check_envelope(method, rpc.params, request.singles)
             if envelope.log_level is not None and envelope.log_level not in LOG_LEVELS:
-                raise EnvelopeError(
+                raise Rejection(
                     400,
                     MCPError(
                         INVALID_PARAMS, f"Invalid params: unknown log level {envelope.log_level!r}"
                     ),
                 )
-        except EnvelopeError as exc:
-            return Response(exc.status, _JSON_HEADERS, dumps(error_message(rpc.id, exc.error)))
+        except Rejection as rejection:
+            rejection.request_id = rpc.id
+            return rejection_response(rejection)
         if method == "subscriptions/listen":
             return envelope
         if method == "tools/call":
@@ -671,14 +638,14 @@ class MCPEndpoint:
                 )
                 if problem is not None:
                     error = MCPError(HEADER_MISMATCH, problem)
-                    return Response(400, _JSON_HEADERS, dumps(error_message(rpc.id, error)))
+                    raise Rejection(error_status(MODERN, HEADER_MISMATCH), error, request_id=rpc.id)
             if tool is not None:
                 # a registered tool means the tools capability, so tools/call is
                 # advertised: no need to rebuild the capabilities' key to know it
                 return envelope
         if method not in self.dispatch.modern_methods():
             error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
-            return Response(404, _JSON_HEADERS, dumps(error_message(rpc.id, error)))
+            raise Rejection(error_status(MODERN, METHOD_NOT_FOUND), error, request_id=rpc.id)
         return envelope
 
     async def _modern_respond(
@@ -713,8 +680,10 @@ class MCPEndpoint:
                 await stream.emit(body, last=True)
             else:
                 # (an answer has a result or an error: only an error needs looking at)
-                status = 200 if result is not None else _modern_status(answer)
-                rest = writer.respond_nowait(Response(status, _JSON_HEADERS + cors, body))
+                status = (
+                    200 if result is not None else error_status(MODERN, answer["error"]["code"])
+                )
+                rest = writer.respond_nowait(Response(status, JSON_HEADERS + cors, body))
                 if rest:
                     await writer.send_rest(rest)
         finally:
@@ -727,7 +696,7 @@ class MCPEndpoint:
         wanted = message.params.get("notifications")
         if not isinstance(wanted, dict):
             error = MCPError(INVALID_PARAMS, "Invalid params: notifications must be an object")
-            return Response(400, _JSON_HEADERS, dumps(error_message(message.id, error)))
+            raise Rejection(400, error, request_id=message.id)
         caps = self.app.shared_capabilities()
         honored: dict[str, Any] = {}
         for flag, capability in _LISTEN_FLAGS.items():
@@ -798,7 +767,7 @@ class MCPEndpoint:
         principal = await self._principal(request)
         session = self._session_for(request, principal)
         if session is None:
-            raise _Reject(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
+            raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
         self.sessions.delete(session.id)
         await self._release(session)
         return Response(200)
@@ -816,24 +785,19 @@ class MCPEndpoint:
                     )
                 ]
             )
-            return Response(200, _JSON_HEADERS, body)
+            return Response(200, JSON_HEADERS, body)
         try:
             version, capabilities, client_info, result = self._initialize_result(message.params)
         except MCPError as exc:
-            return Response(200, _JSON_HEADERS, dumps(error_message(message.id, exc)))
-        headers = list(_JSON_HEADERS)
+            return Response(200, JSON_HEADERS, dumps(error_message(message.id, exc)))
+        headers = list(JSON_HEADERS)
         if not self.config.stateless:
             try:
                 session = self.sessions.create(
                     principal, version, capabilities, client_info, self._swept_at
                 )
             except SessionsFull:
-                return _error_response(
-                    503,
-                    INTERNAL_ERROR,
-                    "Service Unavailable: too many sessions",
-                    [(b"retry-after", b"5")],
-                )
+                return rejection_response(_sessions_full())
             headers.append((b"mcp-session-id", session.id.encode("ascii")))
         body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
         return Response(200, headers, body)
@@ -916,7 +880,7 @@ class MCPEndpoint:
             if writer.started:
                 await stream.emit(body, last=True)
             else:
-                headers = _JSON_HEADERS + cors if cors else _JSON_HEADERS
+                headers = JSON_HEADERS + cors if cors else JSON_HEADERS
                 # (no coroutine for the answer: the socket almost always takes it whole,
                 # to send now or at the batch's end)
                 rest = writer.respond_nowait(Response(200, headers, body))
@@ -929,13 +893,11 @@ class MCPEndpoint:
 
     async def _get(self, request: Request, cors: Headers) -> DeferredResponse:
         if not accepts(request.header_values(b"accept"), SSE):
-            raise _Reject(
-                406, INVALID_REQUEST, "Not Acceptable: Accept must allow text/event-stream"
-            )
+            raise refuse(406, "Not Acceptable: Accept must allow text/event-stream")
         principal = await self._principal(request)
         session = self._session_for(request, principal)
         if session is None:
-            raise _Reject(400, INVALID_REQUEST, "Bad Request: Mcp-Session-Id header is required")
+            raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
         last = request.singles.get(b"last-event-id")
         number, backlog = 0, list[StoredEvent]()
         if last is not None:
@@ -943,18 +905,12 @@ class MCPEndpoint:
                 session.id, last.decode("latin-1"), trio.current_time()
             )
             if found is None:
-                raise _Reject(
-                    400,
-                    INVALID_REQUEST,
-                    "Bad Request: Last-Event-ID names no event of this session",
-                )
+                raise refuse(400, "Bad Request: Last-Event-ID names no event of this session")
             number, backlog = found
         outbox = Outbox()
         if number == 0:
             if session.get_stream is not None:
-                raise _Reject(
-                    409, INVALID_REQUEST, "Conflict: this session already has a GET stream"
-                )
+                raise refuse(409, "Conflict: this session already has a GET stream")
             session.get_stream = outbox
             self.sessions.begin_request(session)  # a listening client is not idle
         else:
@@ -1007,27 +963,24 @@ class MCPEndpoint:
             if request.method != "POST":
                 return Response(405, [(b"allow", b"POST")] + cors)
             response = await self._legacy_post(request)
-        except _Reject as reject:
-            response = reject.response()
+        except Rejection as rejection:
+            response = rejection_response(rejection)
         response.headers = response.headers + cors
         return response
 
     async def _legacy_open(self, request: Request, cors: Headers) -> DeferredResponse:
         """GET /sse: a session whose every answer travels on this stream."""
         if not accepts(request.header_values(b"accept") or [b"*/*"], SSE):
-            raise _Reject(406, INVALID_REQUEST, "Not Acceptable: use text/event-stream")
+            raise refuse(406, "Not Acceptable: use text/event-stream")
         if self._nursery is None:
-            raise _Reject(503, INTERNAL_ERROR, "Service Unavailable: the endpoint is not running")
+            raise Rejection(
+                503, MCPError(INTERNAL_ERROR, "Service Unavailable: the endpoint is not running")
+            )
         principal = await self._principal(request)
         try:
             session = self.sessions.create(principal, "2024-11-05", {}, {}, self._swept_at)
         except SessionsFull:
-            raise _Reject(
-                503,
-                INTERNAL_ERROR,
-                "Service Unavailable: too many sessions",
-                [(b"retry-after", b"5")],
-            ) from None
+            raise _sessions_full() from None
         outbox = Outbox()
         session.get_stream = outbox
         return DeferredResponse(partial(self._legacy_stream, session, outbox, cors))
@@ -1051,21 +1004,19 @@ class MCPEndpoint:
         """POST /messages?session_id=...: accepted at once, answered on the stream."""
         session_id = _query_value(request.query, "session_id")
         if session_id is None:
-            raise _Reject(400, INVALID_REQUEST, "Bad Request: session_id is required")
+            raise refuse(400, "Bad Request: session_id is required")
         principal = await self._principal(request)
         session = self.sessions.get(session_id, self._swept_at)
         if session is None or session.get_stream is None:
-            raise _Reject(404, INVALID_REQUEST, "Session not found")
+            raise refuse(404, "Session not found")
         if session.principal != principal:
-            raise _Reject(
-                403, INVALID_REQUEST, "Forbidden: the session belongs to another principal"
-            )
+            raise refuse(403, "Forbidden: the session belongs to another principal")
         if not is_json_content_type(request.singles.get(b"content-type")):
-            raise _Reject(415, INVALID_REQUEST, "Unsupported Media Type: use application/json")
+            raise refuse(415, "Unsupported Media Type: use application/json")
         try:
             messages, _ = decode_body(request.body, allow_batch=False)
         except MCPError as exc:
-            raise _Reject(400, exc.code, exc.message) from None
+            raise Rejection(400, exc) from None
         message = messages[0]
         if type(message) is Notification:
             self._notification(message, session)

@@ -13,7 +13,7 @@ cdef class Listener:
     cdef public Outbox outbox
 
 cdef class PostStream:
-    cdef public object _endpoint, _writer, _session, _version, _cors, number
+    cdef public object _publisher, _writer, _session, _version, _cors, number
     cdef public object _subscriber, on_broken
 
 cdef class LegacyStream:

@@ -13,18 +13,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import trio
 from trio.lowlevel import ParkingLot
 
+from .._config import MCPConfig
+from .._http._connection import Headers
 from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
-
-if TYPE_CHECKING:
-    from .._http._connection import Headers
-    from ._endpoint import MCPEndpoint
 
 SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
@@ -176,13 +174,30 @@ class Listener:
         self.meta = meta
 
 
+class EventPublisher(Protocol):
+    """What the stream of a session's POST needs from its endpoint: the
+    endpoint's settings, and its events numbered and kept for resumption."""
+
+    config: MCPConfig
+
+    async def publish(
+        self, session: Session, number: int, data: bytes, now: float | None = None
+    ) -> bytes:
+        """Keep `data` as the next event of stream `number`; its SSE frame."""
+        ...
+
+    async def priming_event(self, session: Session, number: int) -> bytes:
+        """An event with an id and no data, so the client can resume stream `number`."""
+        ...
+
+
 class PostStream:
     """The SSE answer of one POST: opened on the first event, ids and buffering
     for resumption (sessions only), and live hand-over to a client that resumes
     it with GET after losing the connection."""
 
     __slots__ = (
-        "_endpoint",
+        "_publisher",
         "_writer",
         "_session",
         "_version",
@@ -194,13 +209,13 @@ class PostStream:
 
     def __init__(
         self,
-        endpoint: MCPEndpoint,
+        publisher: EventPublisher,
         writer: Any,
         session: Session | None,
         version: str,
         cors: Headers,
     ) -> None:
-        self._endpoint = endpoint
+        self._publisher = publisher
         self._writer = writer
         self._session = session
         self._version = version
@@ -220,8 +235,8 @@ class PostStream:
         """Send one message, opening the stream first if needed; `last` marks the
         response, which ends the stream. The head goes out with the priming event
         and the first message, and the response with the end: one write each."""
-        endpoint = self._endpoint
-        if endpoint.config.json_response_only:
+        publisher = self._publisher
+        if publisher.config.json_response_only:
             return
         writer = self._writer
         session = self._session
@@ -230,7 +245,7 @@ class PostStream:
         if session is None:
             frame = format_event(data, event=MESSAGE)
         else:
-            frame = await endpoint.publish(session, self.number, data)
+            frame = await publisher.publish(session, self.number, data)
             if writer.broken:
                 if self._subscriber is not None and not self._subscriber.offer(frame):
                     self._subscriber = None
@@ -256,7 +271,7 @@ class PostStream:
         session.live_streams[self.number] = self
         if self._version < "2025-11-25":
             return b""
-        return await self._endpoint.priming_event(session, self.number)
+        return await self._publisher.priming_event(session, self.number)
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -274,11 +289,11 @@ class PostStream:
         """End this POST's HTTP response now; later events wait for a resuming GET."""
         writer = self._writer
         session = self._session
-        if session is None or writer.broken or self._endpoint.config.json_response_only:
+        if session is None or writer.broken or self._publisher.config.json_response_only:
             return
         if not writer.started:
             await writer.start(200, SSE_HEADERS + self._cors, await self._begin())
-        await writer.send(await self._endpoint.priming_event(session, self.number))
+        await writer.send(await self._publisher.priming_event(session, self.number))
         await writer.end_and_close()
 
     def finish(self) -> None:

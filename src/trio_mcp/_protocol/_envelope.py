@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .._errors import HeaderValueError, MCPError
+from .._errors import HeaderValueError, MCPError, Rejection
 from .._speedups import decode_header_value
 from ._jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
 from ._revisions import LEGACY_VERSIONS
@@ -33,15 +33,6 @@ META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 
 #: Methods whose ``Mcp-Name`` header mirrors ``params.name``; resources/read uses ``uri``.
 _NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-class EnvelopeError(Exception):
-    """The request breaks the envelope or header rules: answer `status` with `error`."""
-
-    def __init__(self, status: int, error: MCPError) -> None:
-        super().__init__(error.message)
-        self.status = status
-        self.error = error
 
 
 class Envelope:
@@ -80,8 +71,8 @@ def is_modern(header_version: bytes | None, params: object) -> bool:
     return isinstance(meta, dict) and META_VERSION in meta
 
 
-def _mismatch(message: str) -> EnvelopeError:
-    return EnvelopeError(400, MCPError(HEADER_MISMATCH, message))
+def _mismatch(message: str) -> Rejection:
+    return Rejection(400, MCPError(HEADER_MISMATCH, message))
 
 
 def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, bytes]) -> Envelope:
@@ -94,7 +85,7 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
         or not isinstance(version, str)
         or not isinstance(capabilities, dict)
     ):
-        raise EnvelopeError(
+        raise Rejection(
             400,
             MCPError(
                 INVALID_PARAMS,
@@ -131,7 +122,7 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
             if name != expected:
                 raise _mismatch(f"Mcp-Name header does not match params.{name_param}")
     if version not in MODERN_VERSIONS:
-        raise EnvelopeError(
+        raise Rejection(
             400,
             MCPError(
                 UNSUPPORTED_PROTOCOL_VERSION,

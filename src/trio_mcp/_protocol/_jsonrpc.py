@@ -31,6 +31,32 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = -32022  # 2026-07-28
 
 RequestId = str | int
 
+#: The eras of the protocol, as the status table knows them: the revisions with
+#: sessions (2024-11-05 to 2025-11-25) and the stateless 2026-07-28.
+SESSIONS: Final = "sessions"
+MODERN: Final = "modern"
+
+#: The HTTP status of an answer that carries a JSON-RPC error, by era and code
+#: (digest 3.7). On 2026-07-28 an unknown method and the envelope errors are
+#: HTTP errors too; every other error, and every error answer of the session
+#: eras, is a successful exchange (200) whose body says what failed. Refusals
+#: before a request runs (a bad body, a missing session) are `Rejection`s that
+#: carry their own status, since one code (-32600) goes with many of them.
+ERROR_STATUS: Final[dict[str, dict[int, int]]] = {
+    MODERN: {
+        METHOD_NOT_FOUND: 404,
+        HEADER_MISMATCH: 400,
+        MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+        UNSUPPORTED_PROTOCOL_VERSION: 400,
+    },
+    SESSIONS: {},
+}
+
+
+def error_status(era: str, code: int) -> int:
+    """The HTTP status of an error answer with JSON-RPC `code` in `era`."""
+    return dict.get(ERROR_STATUS[era], code, 200)
+
 
 class Request:
     """A JSON-RPC request: it has an id and wants exactly one response."""

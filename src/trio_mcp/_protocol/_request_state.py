@@ -29,14 +29,6 @@ from ._jsonrpc import INVALID_PARAMS
 _ROUND_KEYS: Final = frozenset({"_meta", "inputResponses", "requestState"})
 
 
-class InputRequired(Exception):
-    """Raised inside a handler to answer ``input_required`` (the endpoint catches it)."""
-
-    def __init__(self, requests: dict[str, dict[str, Any]]) -> None:
-        super().__init__("input required")
-        self.requests = requests
-
-
 def params_digest(params: dict[str, Any]) -> str:
     """A digest of what identifies the request across rounds (not its round data)."""
     stable = {k: v for k, v in params.items() if k not in _ROUND_KEYS}

@@ -16,6 +16,8 @@ import os
 from collections.abc import Callable
 from typing import Any, Final
 
+from .._errors import SessionsFull
+
 #: 128 random bits per session id.
 _ID_BYTES: Final = 16
 #: Ids cut from one read of the system's random source.
@@ -111,10 +113,6 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… {self.protocol_version}>"
-
-
-class SessionsFull(Exception):
-    """The session table is at its bound and nothing in it has expired."""
 
 
 class SessionTable:
