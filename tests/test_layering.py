@@ -47,7 +47,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_stores": frozenset({"base", "speedups", "_protocol"}),
     "_trio": frozenset({"base", "speedups", "_http"}),
     "_mcp": frozenset({"base", "speedups", "_http", "_protocol", "_app", "_stores", "_trio"}),
-    "_bench": frozenset(),
+    "_bench": frozenset({"base"}),
     "entry": frozenset(
         {"base", "speedups", "_http", "_protocol", "_app", "_stores", "_trio", "_mcp", "_bench"}
     ),

@@ -103,3 +103,13 @@ class InputRequired(TrioMCPError):
 
 class SessionsFull(TrioMCPError):
     """The session table is at its bound and nothing in it has expired."""
+
+
+class UsageError(TrioMCPError):
+    """A mistake in ``trio-mcp bench``'s command line; the CLI prints it and
+    exits with status 2."""
+
+
+class PeerProtocolError(TrioMCPError):
+    """The server ``trio-mcp bench`` measures sent something that is not a valid
+    HTTP/1.1 response."""

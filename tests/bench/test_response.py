@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from trio_mcp._bench._response import (
     STREAM,
-    ProtocolError,
+    PeerProtocolError,
     ResponseReader,
     classify,
     session_id,
@@ -141,7 +141,7 @@ def test_leftover_bytes_wait_for_the_next_response() -> None:
     ],
 )
 def test_malformed_responses_are_protocol_errors(data: bytes) -> None:
-    with pytest.raises(ProtocolError):
+    with pytest.raises(PeerProtocolError):
         ResponseReader().feed(data)
     reader = ResponseReader()
 
@@ -149,16 +149,16 @@ def test_malformed_responses_are_protocol_errors(data: bytes) -> None:
         for i in range(len(data)):
             reader.feed(data[i : i + 1])
 
-    with pytest.raises(ProtocolError):
+    with pytest.raises(PeerProtocolError):
         bytewise()
 
 
 def test_a_close_before_or_inside_a_response_is_an_error() -> None:
-    with pytest.raises(ProtocolError, match="before a response"):
+    with pytest.raises(PeerProtocolError, match="before a response"):
         ResponseReader().feed_eof()
     reader = ResponseReader()
     reader.feed(JSON[:-5])
-    with pytest.raises(ProtocolError, match="middle"):
+    with pytest.raises(PeerProtocolError, match="middle"):
         reader.feed_eof()
 
 
@@ -167,7 +167,7 @@ def test_an_endless_head_is_refused() -> None:
     line = b"x-filler: " + b"a" * 1000 + b"\r\n"
     for _ in range(64):
         assert not reader.feed(line)
-    with pytest.raises(ProtocolError, match="too large"):
+    with pytest.raises(PeerProtocolError, match="too large"):
         reader.feed(line)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trio_mcp._bench._target import UsageError, is_loopback, parse_url, resolve
+from trio_mcp._bench._target import is_loopback, parse_url, resolve
+from trio_mcp._errors import UsageError
 
 
 def test_parse_url() -> None:

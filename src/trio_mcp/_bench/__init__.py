@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .._errors import UsageError
 from ._options import add_arguments, config_from_args
-from ._target import UsageError
 
 INSTALL_LOADGEN = "pip install 'trio-mcp[loadgen]'"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
+from .._errors import UsageError
 from ._requests import LEGACY_PROTOCOLS, PROTOCOLS, is_modern
-from ._target import UsageError
 
 SCENARIOS = ("call", "sse", "initialize", "idle-sessions", "idle-streams")
 IDLE = ("idle-sessions", "idle-streams")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._target import UsageError
+from .._errors import UsageError
 
 INSTALL_PLOT = "pip install 'trio-mcp[plot]'"
 

@@ -14,6 +14,8 @@ from typing import Final
 
 import orjson
 
+from .._errors import PeerProtocolError
+
 HEAD: Final = 0
 LENGTH: Final = 1  # body of Content-Length bytes
 CHUNK_SIZE: Final = 2
@@ -26,10 +28,6 @@ DONE: Final = 8
 
 MAX_HEAD_BYTES: Final = 64 * 1024
 _HEX: Final = frozenset(b"0123456789abcdefABCDEF")
-
-
-class ProtocolError(Exception):
-    """The peer sent something that is not a valid HTTP/1.1 response."""
 
 
 def header(head: bytes, lower: bytes, name: bytes) -> bytes | None:
@@ -104,7 +102,7 @@ class ResponseReader:
         return self._advance()
 
     def feed_eof(self) -> bool:
-        """The peer closed; True if that ends the response, ProtocolError if it cuts it."""
+        """The peer closed; True if that ends the response, PeerProtocolError if it cuts it."""
         if self.state == UNTIL_CLOSE:
             self.body = bytes(self._buf)
             self._buf.clear()
@@ -114,8 +112,8 @@ class ResponseReader:
         if self.state == DONE:
             return True
         if self.state == HEAD and not self._buf:
-            raise ProtocolError("connection closed before a response")
-        raise ProtocolError("connection closed in the middle of a response")
+            raise PeerProtocolError("connection closed before a response")
+        raise PeerProtocolError("connection closed in the middle of a response")
 
     def leftover(self) -> bool:
         """Whether bytes beyond the finished response were received."""
@@ -125,11 +123,11 @@ class ResponseReader:
 
     def _parse_head(self, head: bytes) -> None:
         if not head.startswith(b"HTTP/1.") or len(head) < 12 or head[8:9] != b" ":
-            raise ProtocolError(f"not an HTTP/1.x status line: {head[:40]!r}")
+            raise PeerProtocolError(f"not an HTTP/1.x status line: {head[:40]!r}")
         code = head[9:12]
         if not code.isdigit() or head[12:13] not in (b" ", b"\r", b""):
             line = head.split(b"\r\n", 1)[0]
-            raise ProtocolError(f"bad status line: {line[:60]!r}")
+            raise PeerProtocolError(f"bad status line: {line[:60]!r}")
         status = int(code)
         self.status = status
         self.head = head
@@ -154,7 +152,7 @@ class ResponseReader:
         encoding = header(head, lower, b"transfer-encoding")
         if encoding is not None:
             if encoding.lower().rsplit(b",", 1)[-1].strip() != b"chunked":
-                raise ProtocolError(f"unsupported Transfer-Encoding {encoding!r}")
+                raise PeerProtocolError(f"unsupported Transfer-Encoding {encoding!r}")
             self.state = CHUNK_SIZE
         else:
             length = header(head, lower, b"content-length")
@@ -165,7 +163,7 @@ class ResponseReader:
                 self.state = LENGTH
                 self._length = int(length)
             else:
-                raise ProtocolError(f"bad Content-Length {length!r}")
+                raise PeerProtocolError(f"bad Content-Length {length!r}")
         if self._stream_head and self.is_sse and 200 <= status < 300:
             self.state = STREAM
 
@@ -178,7 +176,7 @@ class ResponseReader:
                 if end < 0:
                     self._scan = len(buf)
                     if len(buf) > MAX_HEAD_BYTES:
-                        raise ProtocolError("response head too large")
+                        raise PeerProtocolError("response head too large")
                     return False
                 head = bytes(buf[:end])
                 del buf[: end + 4]
@@ -199,7 +197,7 @@ class ResponseReader:
                 if end < 0:
                     self._scan = len(buf)
                     if len(buf) > MAX_HEAD_BYTES:
-                        raise ProtocolError("chunk size line too long")
+                        raise PeerProtocolError("chunk size line too long")
                     return False
                 line = bytes(buf[:end])
                 del buf[: end + 2]
@@ -213,7 +211,7 @@ class ResponseReader:
                     continue
                 size_text = line.split(b";", 1)[0].strip(b" \t")
                 if not size_text or not _HEX.issuperset(size_text):
-                    raise ProtocolError(f"bad chunk size line {line[:40]!r}")
+                    raise PeerProtocolError(f"bad chunk size line {line[:40]!r}")
                 self._length = int(size_text, 16)
                 self.state = CHUNK_DATA if self._length else TRAILERS
             elif state == CHUNK_DATA:
@@ -230,7 +228,7 @@ class ResponseReader:
                 if len(buf) < 2:
                     return False
                 if buf[:2] != b"\r\n":
-                    raise ProtocolError("chunk data not followed by CRLF")
+                    raise PeerProtocolError("chunk data not followed by CRLF")
                 del buf[:2]
                 self.state = CHUNK_SIZE
             elif state in (UNTIL_CLOSE, STREAM):

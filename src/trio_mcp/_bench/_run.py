@@ -18,10 +18,11 @@ from typing import Any
 import orjson
 from rich.console import Console
 
+from .._errors import UsageError
 from ._display import Progress, print_report
 from ._merge import merge_results
 from ._options import IDLE, BenchConfig
-from ._target import Target, UsageError, resolve
+from ._target import Target, resolve
 from ._worker import GIVE_UP_AFTER, Worker, WorkerPlan, WorkerResult, raise_file_limit, worker_main
 
 FD_MARGIN = 32  # descriptors a worker needs besides its sockets

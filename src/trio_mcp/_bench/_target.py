@@ -12,9 +12,7 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-
-class UsageError(Exception):
-    """A mistake in the command line; the CLI prints it and exits with status 2."""
+from .._errors import UsageError
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,13 +36,13 @@ from typing import Any
 
 import orjson
 
+from .._errors import PeerProtocolError
 from . import _histogram
 from ._requests import FIRST_ID, RequestFactory, is_modern
 from ._response import (
     STREAM as READER_STREAM,
 )
 from ._response import (
-    ProtocolError,
     ResponseReader,
     classify,
     session_id,
@@ -365,7 +365,7 @@ class Worker:
             return
         try:
             done = conn.reader.feed(data)
-        except ProtocolError:
+        except PeerProtocolError:
             self.fail(conn, "protocol", now)
             return
         if done:
@@ -375,7 +375,7 @@ class Worker:
         if conn.state == BUSY:
             try:
                 done = conn.reader.feed_eof()
-            except ProtocolError:
+            except PeerProtocolError:
                 self.fail(conn, "reset", now)
                 return
             if done:
