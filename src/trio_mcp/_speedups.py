@@ -83,16 +83,26 @@ COMPILED_MODULES = ("_httphead", "_headers", "_sentinel", "_sse", "_wakeups")
 #: The request path, compiled from the unchanged ``.py`` (setup.py reads both lists here).
 SOURCE_COMPILED_MODULES = (
     "_http._connection",
+    "_http._handler",
     "_protocol._jsonrpc",
     "_protocol._envelope",
     "_protocol._sessions",
     "_protocol._events",
     "_protocol._admission",
+    "_protocol._answers",
     "_app._server",
     "_trio._socketio",
+    "_trio._connection",
+    "_trio._writer",
     "_trio._server",
     "_mcp._streams",
     "_mcp._dispatch",
+    "_mcp._runner",
+    "_mcp._fanout",
+    "_mcp._handshake",
+    "_mcp._sessions_era",
+    "_mcp._modern_era",
+    "_mcp._http_sse",
     "_mcp._endpoint",
 )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator
+from functools import partial
 
 import h11
 import pytest
@@ -169,38 +170,61 @@ async def test_handler_error_gives_500_and_connection_lives_on(nursery, caplog) 
     assert "handler failed" in caplog.text
 
 
-class AnswersNowOrLater:
-    """A handler with ``respond_now``: b"now" bodies answered at once, b"boom"
-    raising there, anything else left to the awaited handler."""
+class Routes:
+    """A `Handler`: b"now" bodies answered at once, b"boom" raising in `route`,
+    anything else deferred."""
 
     def __init__(self) -> None:
-        self.awaited: list[bytes] = []
+        self.deferred: list[bytes] = []
+        self.drained = 0
 
-    def respond_now(self, request: Request) -> Response | None:
+    def route(self, request: Request) -> Response | DeferredResponse:
         if request.body == b"boom":
             raise RuntimeError("secret detail")
         if request.body == b"now":
             return Response(200, [], b"answered now")
-        return None
+        return DeferredResponse(partial(self._later, request.body))
 
-    async def __call__(self, request: Request) -> Response:
-        self.awaited.append(request.body)
+    async def _later(self, body: bytes, writer: ResponseWriter) -> None:
+        self.deferred.append(body)
         await trio.lowlevel.checkpoint()
-        return Response(200, [], b"awaited " + request.body)
+        await writer.respond(Response(200, [], b"deferred " + body))
+
+    def drain(self) -> None:
+        self.drained += 1
 
 
-async def test_respond_now_answers_first_and_none_awaits_the_handler(nursery, caplog) -> None:
-    handler = AnswersNowOrLater()
-    _, client, _ = await start(nursery, handler)
-    for body, answer in ((b"now", b"answered now"), (b"later", b"awaited later")):
+async def test_a_handler_routes_each_request_without_waiting(nursery, caplog) -> None:
+    handler = Routes()
+    server, client, _ = await start(nursery, handler)
+    for body, answer in ((b"now", b"answered now"), (b"later", b"deferred later")):
         await client.send(post(body))
         assert (await client.read_reply()).body == answer
-    assert handler.awaited == [b"later"]
+    assert handler.deferred == [b"later"]
     await client.send(post(b"boom"))
     assert (await client.read_reply()).status == 500  # as if the handler had raised
     assert "handler failed" in caplog.text
     await client.send(post(b"now"))
     assert (await client.read_reply()).body == b"answered now"
+    server.shutdown()
+    server.shutdown()
+    assert handler.drained == 1  # once, when the drain begins
+
+
+async def test_a_function_is_awaited_for_each_request(nursery) -> None:
+    awaited: list[bytes] = []
+
+    async def handler(request: Request) -> Response:
+        awaited.append(request.body)
+        await trio.lowlevel.checkpoint()
+        return Response(200, [], request.body)
+
+    server, client, _ = await start(nursery, handler)
+    for body in (b"one", b"two"):
+        await client.send(post(body))
+        assert (await client.read_reply()).body == body
+    assert awaited == [b"one", b"two"]
+    server.shutdown()  # (a function has nothing to drain)
 
 
 async def test_expect_100_continue_before_body(nursery) -> None:

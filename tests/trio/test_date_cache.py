@@ -7,13 +7,13 @@ from email.utils import formatdate
 
 import pytest
 
-from trio_mcp._trio._server import _DateCache
+from trio_mcp._trio._connection import DateCache
 
 
 def test_reads_follow_the_clock_unless_a_sweeper_ticks(monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1_795_000_000.0]
     monkeypatch.setattr(time, "time", lambda: now[0])
-    dates = _DateCache()
+    dates = DateCache()
     assert dates.get() == formatdate(now[0], usegmt=True).encode()
     now[0] += 5
     assert dates.get() == formatdate(now[0], usegmt=True).encode()

@@ -4,7 +4,7 @@ order the streams opened.
 That is fair (first subscribed, first told), and it is what keeps a fan-out to
 10,000 streams fast: the walk follows the order the streams' objects were
 allocated in, instead of their addresses' hash order. The streams here are
-registered through `MCPEndpoint._stream_listen` with stand-in writers, in an
+registered through `ModernTransport.stream_listen` with stand-in writers, in an
 order unrelated to the order their objects were created in; the end-to-end
 listen tests (tests/mcp/test_modern.py) go through real sockets.
 """
@@ -67,7 +67,7 @@ async def test_a_notification_reaches_listen_streams_in_the_order_they_opened(nu
     async with endpoint.running():
         for i in order:
             writer = Writer(i, opened, told)
-            nursery.start_soon(endpoint._stream_listen, listeners[i], None, [], writer)
+            nursery.start_soon(endpoint.modern.stream_listen, listeners[i], [], writer)
             await trio.testing.wait_all_tasks_blocked()
         assert opened == order
         app.notify_tools_changed()

@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar, get_args, get_origin, get_type_hints, ov
 
 from .._errors import InputRequired, LocalProtocolError, MCPError
 from .._json import dumps
+from .._protocol._logging import LOG_LEVELS
 from . import _content
 from ._schema import (
     HeaderParam,
@@ -291,15 +292,6 @@ class Context:
     def cancelled(self) -> bool:
         """True once the client cancelled this request."""
         return bool(self._cancel_scope.cancel_called)
-
-
-#: RFC 5424 severities as MCP names them, least severe first.
-LOG_LEVELS: Final = {
-    name: rank
-    for rank, name in enumerate(
-        ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-    )
-}
 
 
 def _is_context(hint: Any) -> bool:

@@ -26,9 +26,9 @@ request.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from http import HTTPStatus
-from typing import Any, Final, final
+from typing import Final
 
 from .._config import ServerConfig
 from .._errors import LocalProtocolError, RemoteProtocolError
@@ -106,41 +106,6 @@ class Response:
         self.status = status
         self.headers: Headers = headers if headers is not None else []
         self.body = body
-
-
-@final
-class StreamingResponse:
-    """A response whose body is produced while it is sent (SSE, large data).
-
-    Sent with chunked framing on HTTP/1.1 and close-delimited on HTTP/1.0.
-    The status and headers go out before the first chunk is produced; `body`
-    is iterated by the connection's only writer, so chunks never interleave
-    with other output.
-    """
-
-    __slots__ = ("status", "headers", "body")
-
-    def __init__(self, status: int, headers: Headers, body: AsyncIterable[bytes]) -> None:
-        self.status = status
-        self.headers = headers
-        self.body = body
-
-
-@final
-class DeferredResponse:
-    """An answer decided while it is produced: ``respond(writer)`` writes it.
-
-    The handler returns this when it cannot tell yet whether it will answer
-    with one complete response or a stream (an MCP request answers with JSON
-    unless the tool emits progress first). The connection then awaits
-    ``respond`` with a writer that sends either one `Response` or a streamed
-    body, from the connection's only writer task.
-    """
-
-    __slots__ = ("respond",)
-
-    def __init__(self, respond: Callable[[Any], Awaitable[None]]) -> None:
-        self.respond = respond
 
 
 class Phase(enum.Enum):

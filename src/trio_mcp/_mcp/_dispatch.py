@@ -18,7 +18,6 @@ from typing import Any
 import trio
 
 from .._app._server import (
-    LOG_LEVELS,
     Context,
     Server,
     prompt_messages,
@@ -28,6 +27,7 @@ from .._app._server import (
 from .._errors import InputRequired, MCPError, ToolError
 from .._protocol._envelope import ALL_VERSIONS
 from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from .._protocol._logging import LOG_LEVELS
 from .._protocol._revisions import at_least
 
 logger = logging.getLogger("trio_mcp.endpoint")

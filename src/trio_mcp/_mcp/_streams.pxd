@@ -13,11 +13,11 @@ cdef class Listener:
     cdef public Outbox outbox
 
 cdef class PostStream:
-    cdef public object _publisher, _writer, _session, _version, _cors, number
-    cdef public object _subscriber, on_broken
+    cdef public object _publisher, _writer, session, version, _cors, number
+    cdef public object _subscriber, on_broken, cancel_scope
 
-cdef class LegacyStream:
-    cdef public object _session
+cdef class SSEStream:
+    cdef public object session, version, cancel_scope
 
 cdef class Waiter:
     cdef public object done, response

@@ -3,9 +3,13 @@
 `PostStream` is the SSE answer of one POST (opened on its first message, with
 event ids and resumption for sessions), `Outbox` the live end of a long-lived
 stream (a session's GET stream, a subscriptions/listen stream, a 2024-11-05
-HTTP+SSE stream), `LegacyStream` what a legacy request's messages go through,
-`Listener` one subscriptions/listen stream, and `Waiter` a request we sent to
-a client, waiting for its answer.
+HTTP+SSE stream), `SSEStream` what the messages of one 2024-11-05 HTTP+SSE
+request go through, `Listener` one subscriptions/listen stream, and `Waiter` a
+request we sent to a client, waiting for its answer. `RequestStream` is what
+the request runner needs of the first and the third.
+
+This module is the bottom of the endpoint's folder: it imports nothing of it,
+and what it needs from the endpoint comes in through `EventPublisher`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from trio.lowlevel import ParkingLot
 
 from .._config import MCPConfig
 from .._http._connection import Headers
+from .._http._handler import Cancellable, ResponseWriter
 from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
@@ -66,7 +71,7 @@ class Outbox:
     )
 
     def __init__(self, limit: int = STREAM_QUEUE) -> None:
-        self._writer: Any = None
+        self._writer: ResponseWriter | None = None
         self._queue: deque[bytes] = deque()
         self._rest = b""  # the framed tail of a frame the socket took only part of
         self._idle: trio.CancelScope | None = None  # the pump's wait, while idle
@@ -89,7 +94,9 @@ class Outbox:
         # (not busy means nothing is queued: frames queue only while busy, and
         # the pump stops being busy only with the queue empty)
         if not self._busy:
-            rest = self._writer.send_nowait(frame)
+            writer = self._writer
+            assert writer is not None  # (pump sets it before it stops being busy)
+            rest = writer.send_nowait(frame)
             if rest is None:  # the client is gone
                 self.close()
                 return False
@@ -118,7 +125,7 @@ class Outbox:
         self._wake()
         self._space.unpark_all()
 
-    async def pump(self, writer: Any, keepalive_s: float) -> None:
+    async def pump(self, writer: ResponseWriter, keepalive_s: float) -> None:
         """Write this stream's frames on `writer` (already started) until it is
         closed and flushed, or the client is gone. Run by the stream's task."""
         self._writer = writer
@@ -166,7 +173,7 @@ class Listener:
 
     __slots__ = ("id", "honored", "outbox", "meta")
 
-    def __init__(self, id: Any, honored: dict[str, Any], meta: bytes) -> None:
+    def __init__(self, id: str | int, honored: dict[str, Any], meta: bytes) -> None:
         self.id = id
         self.honored = honored
         self.outbox = Outbox()
@@ -191,6 +198,27 @@ class EventPublisher(Protocol):
         ...
 
 
+class RequestStream(Protocol):
+    """Where the messages of one running request go, as the runner sees it."""
+
+    #: The request's session (None for a request without one) and revision.
+    session: Session | None
+    version: str
+
+    @property
+    def cancel_scope(self) -> Cancellable:
+        """What cancels the request."""
+        ...
+
+    async def emit(self, data: bytes) -> None:
+        """Send one message (a notification, a request to the client) of the request."""
+        ...
+
+    async def close_connection(self) -> None:
+        """End the request's HTTP response now, while the request goes on (SEP-1699)."""
+        ...
+
+
 class PostStream:
     """The SSE answer of one POST: opened on the first event, ids and buffering
     for resumption (sessions only), and live hand-over to a client that resumes
@@ -199,31 +227,37 @@ class PostStream:
     __slots__ = (
         "_publisher",
         "_writer",
-        "_session",
-        "_version",
+        "session",
+        "version",
         "_cors",
         "number",
         "_subscriber",
         "on_broken",
+        "cancel_scope",
     )
 
     def __init__(
         self,
         publisher: EventPublisher,
-        writer: Any,
+        writer: ResponseWriter,
         session: Session | None,
         version: str,
         cors: Headers,
     ) -> None:
         self._publisher = publisher
         self._writer = writer
-        self._session = session
-        self._version = version
+        self.session = session
+        self.version = version
         self._cors = cors
         self.number = 0
         self._subscriber: Outbox | None = None
         #: Called when the client is found gone (2026-07-28: that cancels the request).
         self.on_broken: Callable[[], None] | None = None
+        #: What cancels this request: the scope of the connection it arrived on.
+        #: A request answered on its own connection needs no scope of its own:
+        #: cancelling it abandons the answer and closes the connection, which
+        #: is also how a 2026-07-28 client cancels.
+        self.cancel_scope = writer.cancel_scope
 
     def attach(self, subscriber: Outbox) -> None:
         """A resumed GET takes over the live events of this stream."""
@@ -239,7 +273,7 @@ class PostStream:
         if publisher.config.json_response_only:
             return
         writer = self._writer
-        session = self._session
+        session = self.session
         opening = not writer.started
         prologue = await self._begin() if opening else b""
         if session is None:
@@ -263,32 +297,20 @@ class PostStream:
 
     async def _begin(self) -> bytes:
         """Number a session's stream; returns its priming event (2025-11-25 on)."""
-        session = self._session
+        session = self.session
         if session is None:
             return b""
         session.next_stream += 1
         self.number = session.next_stream
         session.live_streams[self.number] = self
-        if self._version < "2025-11-25":
+        if self.version < "2025-11-25":
             return b""
         return await self._publisher.priming_event(session, self.number)
-
-    @property
-    def cancel_scope(self) -> trio.CancelScope:
-        """What cancels this request: the scope of the connection it arrived on.
-
-        A request answered on its own connection needs no scope of its own
-        (entering one per request was a sixth of a tools/call's CPU time):
-        cancelling it abandons the answer and closes the connection, which is
-        also how a 2026-07-28 client cancels.
-        """
-        scope: trio.CancelScope = self._writer.cancel_scope
-        return scope
 
     async def close_connection(self) -> None:
         """End this POST's HTTP response now; later events wait for a resuming GET."""
         writer = self._writer
-        session = self._session
+        session = self.session
         if session is None or writer.broken or self._publisher.config.json_response_only:
             return
         if not writer.started:
@@ -297,22 +319,26 @@ class PostStream:
         await writer.end_and_close()
 
     def finish(self) -> None:
-        if self._session is not None and self.number:
-            self._session.live_streams.pop(self.number, None)
+        if self.session is not None and self.number:
+            self.session.live_streams.pop(self.number, None)
         if self._subscriber is not None:
             self._subscriber.close()
 
 
-class LegacyStream:
-    """Where a legacy HTTP+SSE request's messages go: its session's one stream."""
+class SSEStream:
+    """Where the messages of one 2024-11-05 HTTP+SSE request go: its session's
+    one stream. Such a request runs in a task of its own, under `cancel_scope`."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("session", "version", "cancel_scope")
 
-    def __init__(self, session: Session) -> None:
-        self._session = session
+    def __init__(self, session: Session, cancel_scope: trio.CancelScope) -> None:
+        self.session: Session | None = session
+        self.version = session.protocol_version
+        self.cancel_scope = cancel_scope
 
     async def emit(self, data: bytes) -> None:
-        outbox = self._session.get_stream
+        session = self.session
+        outbox = session.get_stream if session is not None else None
         if outbox is not None:
             # False when the stream is gone, and the session with it
             await outbox.send(format_event(data, event=MESSAGE))

@@ -1,14 +1,19 @@
-"""Sans-IO rules of the Streamable HTTP endpoint: what a request must carry.
+"""Admission: what a request must carry before the MCP endpoint looks inside.
 
-Media types in Accept and Content-Type, and Origin/Host checks against
-DNS rebinding. Pure functions over header bytes; the endpoint calls them and
-turns a False into the status the digest gives.
+Media types in Accept and Content-Type, Origin and Host checks against DNS
+rebinding, and the CORS headers of the answer. The rules are pure functions
+over header bytes; `Admission` applies them to a request with the endpoint's
+settings and raises the `Rejection` (with the status of the digest) for the
+first one it breaks. Sans-IO.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Final
+
+from .._http._connection import Headers, Request
+from ._answers import refuse
 
 JSON: Final = b"application/json"
 SSE: Final = b"text/event-stream"
@@ -111,3 +116,111 @@ def host_allowed(host: bytes | None, allowed_hosts: frozenset[bytes], loopback_o
     if loopback_only:
         return name in LOOPBACK_HOSTS
     return True
+
+
+#: Request headers a browser may send (besides the Mcp-Param-* family).
+CORS_ALLOWED_HEADERS: Final = (
+    b"content-type, accept, authorization, mcp-protocol-version, mcp-session-id, "
+    b"last-event-id, mcp-method, mcp-name"
+)
+#: The methods of the MCP endpoint.
+ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
+#: Bind addresses that mean "loopback only": Host and Origin then default to loopback names.
+LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+# How many distinct Host and Accept values are judged once and remembered.
+_VERDICTS_KEPT: Final = 256
+
+
+def cors_headers(request: Request) -> Headers:
+    """CORS headers for a request from an allowed Origin (none for non-browser requests)."""
+    origin = dict.get(request.singles, b"origin")
+    if origin is None:
+        return []
+    return [
+        (b"access-control-allow-origin", origin),
+        (b"access-control-expose-headers", b"mcp-session-id"),
+        (b"vary", b"origin"),
+    ]
+
+
+def preflight_headers(request: Request) -> Headers:
+    """The answer to a CORS preflight: methods, headers (with any Mcp-Param-*), max age."""
+    allowed = CORS_ALLOWED_HEADERS
+    requested = request.header(b"access-control-request-headers") or b""
+    params = [
+        name.strip().lower()
+        for name in requested.split(b",")
+        if name.strip().lower().startswith(b"mcp-param-")
+    ]
+    if params:
+        allowed = allowed + b", " + b", ".join(params)
+    return [
+        (b"access-control-allow-methods", ALLOW),
+        (b"access-control-allow-headers", allowed),
+        (b"access-control-max-age", b"600"),
+    ]
+
+
+def query_value(query: str, name: str) -> str | None:
+    """The value of parameter `name` in a URL query string, or None."""
+    for pair in query.split("&"):
+        key, sep, value = pair.partition("=")
+        if key == name and sep:
+            return value
+    return None
+
+
+class Admission:
+    """The admission rules with one endpoint's settings: which Hosts and
+    Origins it answers, and whether it is bound to loopback.
+
+    Clients send the same Host and Accept values every time, so each distinct
+    value is judged once and the verdict kept (at most 256 of each).
+    """
+
+    __slots__ = ("_hosts", "_origins", "_loopback", "_host_verdicts", "_accept_verdicts")
+
+    def __init__(self, allowed_hosts: Iterable[str], allowed_origins: Iterable[str], bind: str):
+        self._hosts = frozenset(h.encode().lower() for h in allowed_hosts)
+        self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in allowed_origins)
+        self._loopback = bind in LOOPBACK_BINDS
+        self._host_verdicts: dict[bytes | None, bool] = {}
+        self._accept_verdicts: dict[tuple[bytes, ...], bool] = {}
+
+    def check_origin(self, request: Request) -> None:
+        """Refuse (403) a Host or Origin this endpoint does not answer."""
+        singles = request.singles
+        host = dict.get(singles, b"host")
+        allowed = dict.get(self._host_verdicts, host)
+        if allowed is None:
+            if len(self._host_verdicts) >= _VERDICTS_KEPT:
+                self._host_verdicts.clear()
+            allowed = host_allowed(host, self._hosts, self._loopback)
+            self._host_verdicts[host] = allowed
+        if not allowed:
+            raise refuse(403, "Forbidden: Host not allowed")
+        origin = dict.get(singles, b"origin")
+        if origin is not None and not origin_allowed(origin, self._origins, self._loopback):
+            raise refuse(403, "Forbidden: Origin not allowed")
+
+    def check_post_head(self, request: Request) -> None:
+        """Refuse a POST whose Accept (406) or Content-Type (415) the endpoint
+        cannot serve; checked before authentication."""
+        accept = tuple(request.header_values(b"accept"))
+        acceptable = dict.get(self._accept_verdicts, accept)
+        if acceptable is None:
+            if len(self._accept_verdicts) >= _VERDICTS_KEPT:
+                self._accept_verdicts.clear()
+            acceptable = accepts(accept, JSON) and accepts(accept, SSE)
+            self._accept_verdicts[accept] = acceptable
+        if not acceptable:
+            raise refuse(
+                406, "Not Acceptable: Accept must allow application/json and text/event-stream"
+            )
+        if not is_json_content_type(dict.get(request.singles, b"content-type")):
+            raise refuse(415, "Unsupported Media Type: use application/json")
+
+    def check_get_head(self, request: Request) -> None:
+        """Refuse (406) a GET for a stream whose Accept does not allow one."""
+        if not accepts(request.header_values(b"accept"), SSE):
+            raise refuse(406, "Not Acceptable: Accept must allow text/event-stream")

@@ -13,9 +13,12 @@ from typing import Final
 from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Response
 from .._json import dumps
-from ._jsonrpc import INVALID_REQUEST, error_message
+from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_message
 
 JSON_HEADERS: Final = [(b"content-type", b"application/json")]
+FORBIDDEN: Final = "Forbidden: not authorized for this request"
+#: The scope challenge that goes with an authorization refusal (RFC 6750 3.1).
+INSUFFICIENT_SCOPE: Final = [(b"www-authenticate", b'Bearer error="insufficient_scope"')]
 
 
 def rejection_response(rejection: Rejection, cors: Headers | None = None) -> Response:
@@ -30,3 +33,18 @@ def rejection_response(rejection: Rejection, cors: Headers | None = None) -> Res
 def refuse(status: int, message: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> Rejection:
     """A transport rule's refusal: HTTP `status`, JSON-RPC -32600 and `message`."""
     return Rejection(status, MCPError(INVALID_REQUEST, message), headers)
+
+
+def forbidden(request_id: RequestId | None, cors: Headers) -> Response:
+    """The 403 for a request the application's authorize hook refuses."""
+    error = MCPError(INVALID_REQUEST, FORBIDDEN)
+    return rejection_response(Rejection(403, error, INSUFFICIENT_SCOPE, request_id), cors)
+
+
+def sessions_full() -> Rejection:
+    """The refusal of a new session when the session table is full."""
+    return Rejection(
+        503,
+        MCPError(INTERNAL_ERROR, "Service Unavailable: too many sessions"),
+        [(b"retry-after", b"5")],
+    )

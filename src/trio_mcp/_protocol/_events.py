@@ -78,6 +78,11 @@ class EventStore(Protocol):
 
     async def drop_session(self, session_id: str) -> None: ...
 
+    def prune(self, now: float) -> None:
+        """Drop events older than the age bound everywhere (a store whose
+        events expire by themselves does nothing)."""
+        ...
+
 
 class _SessionEvents:
     """One session's event buffers."""

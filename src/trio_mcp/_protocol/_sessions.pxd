@@ -18,7 +18,7 @@ cdef class Session:
 
 @cython.final
 cdef class SessionTable:
-    cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended
+    cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended, now
     cpdef _expired(self, session, now)
     cpdef get(self, session_id, now)
     cpdef begin_request(self, Session session)

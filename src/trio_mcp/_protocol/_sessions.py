@@ -122,7 +122,15 @@ class SessionTable:
     not count as idle: a session with active requests never expires.
     """
 
-    __slots__ = ("_sessions", "max_sessions", "idle_timeout_s", "grace_s", "_new_id", "_ended")
+    __slots__ = (
+        "_sessions",
+        "max_sessions",
+        "idle_timeout_s",
+        "grace_s",
+        "_new_id",
+        "_ended",
+        "now",
+    )
 
     def __init__(
         self,
@@ -141,6 +149,10 @@ class SessionTable:
         # Sessions that expired and still hold resources elsewhere (streams,
         # event buffers); the owner collects them with `take_ended`.
         self._ended: list[Session] = []
+        #: The owner's latest reading of its clock, for callers that pass "now"
+        #: without reading the clock themselves (the owner's sweeper stamps it;
+        #: `grace_s` covers how far it lags).
+        self.now = 0.0
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -16,21 +16,18 @@ to two ticks (`HTTPServer.timeout_tick_s`) late.
 from __future__ import annotations
 
 import contextlib
-import enum
 import logging
 import socket
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from email.utils import formatdate
 from math import inf
-from typing import Any, Final, Protocol, final
+from typing import Any, Final, final
 
 import trio
 
 from .._config import ServerConfig
-from .._errors import LocalProtocolError, RemoteProtocolError
+from .._errors import RemoteProtocolError
 from .._http._connection import (
     BODY,
     CLOSED,
@@ -39,15 +36,20 @@ from .._http._connection import (
     IDLE,
     NEED_DATA,
     SEND_CONTINUE,
-    DeferredResponse,
-    Headers,
     HTTP11Connection,
     Phase,
     Request,
     Response,
+)
+from .._http._handler import (
+    Answer,
+    DeferredResponse,
+    Handler,
+    HandlerFunction,
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
+from ._connection import ByteStream, Connection, DateCache
 from ._scheduling import fifo_batches, lean_instruments, pooled_wakeups
 from ._socketio import (
     RESOURCE_ERRNOS,
@@ -56,16 +58,9 @@ from ._socketio import (
     bind_listeners,
     close_listener,
 )
+from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 logger = logging.getLogger("trio_mcp.server")
-
-#: The application boundary: an async callable from a complete request to its answer.
-#: A handler object may also have a ``respond_now(request)`` method, which the
-#: server calls first: its answer, or None when the request needs the handler
-#: awaited. It must answer exactly as awaiting the handler would; it only saves
-#: a coroutine for the requests it can answer synchronously (`MCPEndpoint`
-#: answers POSTs this way).
-Handler = Callable[[Request], Awaitable[Response | StreamingResponse | DeferredResponse]]
 
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
@@ -84,94 +79,13 @@ class HTTPServerStatistics:
     extensions_in_use: bool
 
 
-class _DateCache:
-    """The Date header value, formatted once per second.
-
-    While a sweeper ticks (`HTTPServer.enforce_timeouts`, at least twice a
-    second), it refreshes the value and a response reads it without the
-    clock, so the Date may lag by up to a tick; otherwise every read checks
-    the clock.
-    """
-
-    __slots__ = ("_second", "_value", "_tickers")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._value = b""
-        #: How many sweepers refresh the value now.
-        self._tickers = 0
-
-    def get(self) -> bytes:
-        if self._tickers:
-            return self._value
-        return self.refresh()
-
-    def refresh(self) -> bytes:
-        now = time.time()
-        second = int(now)
-        if second != self._second:
-            self._second = second
-            self._value = formatdate(now, usegmt=True).encode("ascii")
-        return self._value
-
-    @contextlib.contextmanager
-    def ticking(self) -> Iterator[None]:
-        """While entered, the caller calls `refresh` at least twice a second."""
-        self.refresh()
-        self._tickers += 1
-        try:
-            yield
-        finally:
-            self._tickers -= 1
-
-
-class _ByteStream(Protocol):
-    """What a connection task needs from its transport (trio streams and SocketIO)."""
-
-    async def receive_some(self, max_bytes: int) -> bytes | bytearray: ...
-    async def send_all(self, data: bytes) -> None: ...
-    async def send_eof(self) -> None: ...
-    async def aclose(self) -> None: ...
-
-
-class _Connection:
-    """Book-keeping the server needs for one connection: time limit and drain.
-
-    `limit` is how long the current phase may take (inf: no limit) and `since`
-    when the sweeper first saw that phase (None: not yet). The connection task
-    sets both as it changes phase (`limit_phase`), without reading the clock;
-    `HTTPServer.enforce_timeouts` stamps `since` and cancels `timer` once
-    `limit` has passed since then. That keeps time limits off trio's deadline
-    heap and off the clock on every request.
-    """
-
-    __slots__ = ("http", "timer", "limit", "since", "waiting_idle")
-
-    def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
-        self.http = http
-        self.timer = timer
-        self.limit = inf
-        self.since: float | None = None
-        #: True while blocked reading the first byte of a next request.
-        self.waiting_idle = False
-
-    def limit_phase(self, seconds: float) -> None:
-        """A new phase begins that may take `seconds` (inf: no limit)."""
-        self.limit = seconds
-        self.since = None
-
-    def drain(self) -> None:
-        self.http.draining = True
-        if self.waiting_idle:
-            # waiting for a next request that is no longer welcome
-            self.timer.cancel()
-
-
 class HTTPServer:
     """A running HTTP server; handed out by `serve` through ``task_status``."""
 
     __slots__ = (
         "handler",
+        "_route",
+        "_call",
         "config",
         "sockets",
         "_connections",
@@ -183,15 +97,23 @@ class HTTPServer:
         "timeout_tick_s",
     )
 
-    def __init__(self, handler: Handler, config: ServerConfig) -> None:
+    def __init__(self, handler: Handler | HandlerFunction, config: ServerConfig) -> None:
         self.handler = handler
+        # Which kind of application this is, decided once: a `Handler` routes
+        # each request synchronously, a function is awaited for each.
+        self._route: Callable[[Request], Answer] | None = None
+        self._call: HandlerFunction | None = None
+        if isinstance(handler, Handler):
+            self._route = handler.route
+        else:
+            self._call = handler
         self.config = config
         self.sockets: list[socket.socket] = []
-        self._connections: set[_Connection] = set()
+        self._connections: set[Connection] = set()
         self._connections_total = 0
         self._requests_total = 0
         self._shutdown = trio.Event()
-        self._dates = _DateCache()
+        self._dates = DateCache()
         #: Sends the answers held by connections when trio's scheduler batch
         #: ends (while `_run` runs; ``config.batch_end_sends``).
         self._batch: BatchEndSender | None = None
@@ -225,14 +147,11 @@ class HTTPServer:
         Idle connections close at once; a connection in the middle of a
         request answers it with ``Connection: close``. Whatever still runs
         after ``config.shutdown_timeout_s`` is cancelled. `serve` returns when
-        every connection is gone. If the handler has a ``drain()`` method, it is
-        called first, so that it can end its long-lived streams gracefully.
+        every connection is gone. A `Handler`'s ``drain()`` is called first, so
+        that it can end its long-lived streams gracefully.
         """
-        if not self._shutdown.is_set():
-            # A handler with long-lived streams may end them now (MCP listen/GET streams).
-            drain = getattr(self.handler, "drain", None)
-            if drain is not None:
-                drain()
+        if not self._shutdown.is_set() and isinstance(self.handler, Handler):
+            self.handler.drain()
         self._shutdown.set()
 
     async def enforce_timeouts(self) -> None:
@@ -330,11 +249,11 @@ class HTTPServer:
         """
         await self._serve(stream)
 
-    async def _serve(self, stream: _ByteStream) -> None:
+    async def _serve(self, stream: ByteStream) -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
         timer = trio.CancelScope()
-        conn = _Connection(http, timer)
+        conn = Connection(http, timer)
         self._connections.add(conn)
         if self._shutdown.is_set():
             http.draining = True
@@ -360,7 +279,7 @@ class HTTPServer:
                 else:
                     await _lingering_close(stream)
 
-    async def _converse(self, stream: _ByteStream, conn: _Connection) -> bool:
+    async def _converse(self, stream: ByteStream, conn: Connection) -> bool:
         """Read requests and answer them in order until the connection must close.
 
         Returns True when the peer is known to be gone (EOF, reset), so there is
@@ -370,9 +289,8 @@ class HTTPServer:
         config = self.config
         chunk_size = config.receive_chunk_bytes
         write_timeout = config.write_timeout_s
-        handler = self.handler
-        # (a handler may answer without a coroutine: see `Handler`)
-        respond_now = getattr(handler, "respond_now", None)
+        route = self._route
+        call = self._call
         dates = self._dates
         # What runs per request, looked up once per connection: a method found
         # by name on each call costs a type lookup and a bound method each time.
@@ -421,9 +339,11 @@ class HTTPServer:
             limited_phase = None
             conn.limit = inf
             try:
-                response = None if respond_now is None else respond_now(event)
-                if response is None:
-                    response = await handler(event)
+                if route is not None:
+                    response = route(event)
+                else:
+                    assert call is not None
+                    response = await call(event)
             except Exception:
                 logger.exception("handler failed on %r", event)
                 response = _INTERNAL_ERROR
@@ -439,7 +359,7 @@ class HTTPServer:
             elif type(response) is DeferredResponse:
                 # (inline, not a coroutine of its own: every tool call comes
                 # this way; its writer sets the limit of each write)
-                writer = ResponseWriter(stream, conn, dates, write_timeout)
+                writer = ConnectionWriter(stream, conn, dates, write_timeout)
                 conn.limit = inf
                 try:
                     await response.respond(writer)
@@ -448,7 +368,7 @@ class HTTPServer:
                     logger.exception("deferred response failed")
                     failed = True
                 del response  # (nor its request, while the connection waits)
-                if (failed or writer.state is not _DONE) and not await finish_deferred(
+                if (failed or writer.state is not DONE) and not await finish_deferred(
                     writer, failed
                 ):
                     return True
@@ -462,24 +382,24 @@ class HTTPServer:
             if http.must_close:
                 return False
 
-    async def _finish_deferred(self, writer: ResponseWriter, failed: bool) -> bool:
+    async def _finish_deferred(self, writer: ConnectionWriter, failed: bool) -> bool:
         """After a DeferredResponse that failed (`failed`) or did not finish its
         answer: a 500 if it wrote nothing, the end of its stream if it started
         one; False when the answer must be cut short or the peer went away."""
-        if writer.state is _NEW:
+        if writer.state is NEW:
             if not failed:
                 logger.error("a deferred response wrote nothing; answering 500")
             await writer.respond(_INTERNAL_ERROR)
         elif failed:
             return False  # cut the stream short: the client sees it incomplete
-        elif writer.state is _STREAMING:
+        elif writer.state is STREAMING:
             await writer.end()
         return not writer.broken
 
     async def _stream(
         self,
-        stream: _ByteStream,
-        conn: _Connection,
+        stream: ByteStream,
+        conn: Connection,
         response: StreamingResponse,
         write_timeout: float,
     ) -> bool:
@@ -510,204 +430,12 @@ class HTTPServer:
             logger.exception("streaming response failed")
             return False
         finally:
-            aclose = getattr(body, "aclose", None)
-            if aclose is not None:
+            if isinstance(body, AsyncGenerator):
                 with trio.CancelScope(shield=True):
-                    await aclose()
+                    await body.aclose()
 
 
-class _WriterState(enum.Enum):
-    NEW = "new"
-    STREAMING = "streaming"
-    DONE = "done"
-
-
-# As module globals: read per request, and Enum members read through their
-# class are slow on CPython 3.11 (see _http._connection.IDLE).
-_NEW: Final = _WriterState.NEW
-_STREAMING: Final = _WriterState.STREAMING
-_DONE: Final = _WriterState.DONE
-
-
-class ResponseWriter:
-    """Writes the answer of a `DeferredResponse`: one full response, or a stream.
-
-    Either `respond` once (or `respond_nowait`, then `send_rest` with what it
-    returned), or `start` then any number of `send` then `end`.
-    Writes to a peer that has gone away are dropped (`broken` tells); the
-    connection closes after the answer.
-    """
-
-    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "_frame", "state", "broken")
-
-    def __init__(
-        self,
-        stream: _ByteStream,
-        conn: _Connection,
-        dates: _DateCache,
-        write_timeout: float,
-    ) -> None:
-        self._stream = stream
-        self._conn = conn
-        self._dates = dates
-        self._write_timeout = write_timeout
-        #: How each piece of a streamed answer is framed; set by `start`.
-        self._frame: Callable[[bytes], bytes] = _not_started
-        self.state = _NEW
-        #: True once a write failed: the peer is gone.
-        self.broken = False
-
-    @property
-    def cancel_scope(self) -> trio.CancelScope:
-        """The connection's own cancel scope: cancelling it abandons the request
-        being answered and closes the connection (nothing more is written)."""
-        return self._conn.timer
-
-    @property
-    def started(self) -> bool:
-        """True once the status line is out (nothing can change it any more)."""
-        return self.state is not _NEW
-
-    async def _write(self, data: bytes) -> None:
-        if self.broken or not data:
-            return
-        conn = self._conn
-        conn.limit_phase(self._write_timeout)
-        try:
-            await self._stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.broken = True
-        finally:
-            conn.limit = inf
-
-    async def respond(self, response: Response) -> None:
-        """Send one complete response."""
-        rest = self.respond_nowait(response)
-        if rest:
-            await self._write(rest)
-
-    def respond_nowait(self, response: Response) -> bytes:
-        """`respond` without a coroutine: hand one complete response to the
-        socket, which sends it now or at the scheduler batch's end
-        (`SocketIO.hold`), and return the rest (b"" when the socket took it
-        all, or the peer is gone; all of it on a stream that is not a
-        socket). A non-empty rest must go to `send_rest` before anything else
-        is written; on a socket a JSON answer almost always goes whole."""
-        if self.state is not _NEW:
-            raise LocalProtocolError("this request was already answered")
-        self.state = _DONE
-        if self.broken:
-            return b""
-        return self._respond_now(response)
-
-    async def send_rest(self, rest: bytes) -> None:
-        """Send the rest that `respond_nowait` returned, waiting for the socket."""
-        await self._write(rest)
-
-    def _respond_now(self, response: Response) -> bytes:
-        """The synchronous part of `respond`: what the socket did not take of
-        the response (b"" when it all went, or the peer is gone)."""
-        conn = self._conn
-        data = conn.http.full_response(response, self._dates.get())
-        stream = self._stream
-        if type(stream) is not SocketIO:
-            return data
-        # This is every JSON answer: the socket holds it for the scheduler
-        # batch's end (or takes it now), with no coroutine and no time limit
-        # to set. The last answer of a connection goes now, so that its rest
-        # is sent under the write limit, not the lingering close's. (`sio` is
-        # typed SocketIO in the .pxd, so that hold is a C call.)
-        sio = stream
-        try:
-            if conn.http.must_close:
-                sent = sio.send_nowait(data)
-                return data[sent:] if sent < len(data) else b""
-            return sio.hold(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.broken = True
-            return b""
-        finally:
-            conn.limit = inf
-
-    async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
-        """Send the head of a streamed answer, and `first` piece of the body with it
-        (one write instead of two)."""
-        if self.state is not _NEW:
-            raise LocalProtocolError("this request was already answered")
-        self.state = _STREAMING
-        http = self._conn.http
-        head = http.start_stream(status, headers, self._dates.get())
-        self._frame = frame = http.stream_framer()
-        await self._write(head + frame(first) if first else head)
-
-    async def send(self, piece: bytes) -> None:
-        """Send one piece of the streamed body."""
-        if self.state is not _STREAMING:
-            raise LocalProtocolError("send() needs start() first, and no end()")
-        await self._write(self._frame(piece))
-
-    def send_nowait(self, piece: bytes) -> bytes | None:
-        """Send one piece of the streamed body now if the socket takes it.
-
-        Returns b"" when it all went, the framed rest (for `send_framed`) when
-        the socket took only part of it or would block, and None when the
-        client is gone. Only for a caller that knows no write is under way.
-        """
-        if self.broken:
-            return None
-        # (the framing start fixed: a broadcast to many streams touches no
-        # connection or HTTP state per frame)
-        data = self._frame(piece)
-        stream = self._stream
-        if type(stream) is not SocketIO or not data:
-            return data  # a trio stream: the stream's task writes it
-        sio = stream  # (typed SocketIO in the .pxd)
-        try:
-            sent = sio.send_nowait(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.broken = True
-            return None
-        return data[sent:] if sent < len(data) else b""
-
-    def peer_watch(self) -> Callable[[], Awaitable[bool]] | None:
-        """For an idle stream: an awaitable that returns when the client sends
-        more bytes (False) or closes its end (True); None for a transport
-        that cannot watch."""
-        watch: Callable[[], Awaitable[bool]] | None = getattr(self._stream, "wait_peer", None)
-        return watch
-
-    async def send_framed(self, data: bytes) -> None:
-        """Send the rest that `send_nowait` returned."""
-        await self._write(data)
-
-    async def end_and_close(self) -> None:
-        """Finish the streamed body and close the connection at once.
-
-        Whatever the handler writes afterwards is dropped (`broken` is set);
-        the connection is closed when the handler returns.
-        """
-        await self.end()
-        if not self.broken:
-            try:
-                await self._stream.send_eof()
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
-        self.broken = True
-
-    async def end(self, last: bytes = b"") -> None:
-        """Finish the streamed body, sending `last` piece with the end (one write)."""
-        if self.state is not _STREAMING:
-            raise LocalProtocolError("end() needs start() first")
-        self.state = _DONE
-        end = self._conn.http.end_stream()
-        await self._write(self._frame(last) + end if last else end)
-
-
-def _not_started(piece: bytes) -> bytes:
-    raise LocalProtocolError("a piece of a streamed answer before start()")
-
-
-async def _send_quietly(stream: _ByteStream, data: bytes) -> None:
+async def _send_quietly(stream: ByteStream, data: bytes) -> None:
     try:
         await stream.send_all(data)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -718,7 +446,7 @@ _LINGER_S: Final = 1.0
 _LINGER_BYTES: Final = 16 * 1024 * 1024
 
 
-async def _lingering_close(stream: _ByteStream) -> None:
+async def _lingering_close(stream: ByteStream) -> None:
     """Close after our last response without destroying it.
 
     Closing a socket with unread input makes the kernel send a reset, which
@@ -741,7 +469,7 @@ async def _lingering_close(stream: _ByteStream) -> None:
         await _close_quietly(stream)
 
 
-async def _close_quietly(stream: _ByteStream) -> None:
+async def _close_quietly(stream: ByteStream) -> None:
     with trio.CancelScope() as scope:
         scope.cancel()  # close at once, like trio.aclose_forcefully
         try:
@@ -751,12 +479,16 @@ async def _close_quietly(stream: _ByteStream) -> None:
 
 
 async def serve(
-    handler: Handler,
+    handler: Handler | HandlerFunction,
     config: ServerConfig | None = None,
     *,
     task_status: trio.TaskStatus[HTTPServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `handler` over HTTP/1.1 until `HTTPServer.shutdown` is called.
+
+    `handler` is a `Handler` (an object whose ``route(request)`` answers each
+    request without waiting, as `MCPEndpoint` does) or an async function
+    awaited for each request.
 
     Use with ``server = await nursery.start(serve, handler, config)``; the
     value handed to ``task_status`` is the running `HTTPServer` (ports, statistics,
@@ -767,7 +499,7 @@ async def serve(
 
 
 def run(
-    handler: Handler,
+    handler: Handler | HandlerFunction,
     config: ServerConfig | None = None,
     *,
     around: AbstractAsyncContextManager[Any] | None = None,

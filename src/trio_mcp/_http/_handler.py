@@ -1,0 +1,151 @@
+"""What the HTTP server asks of the application it serves, and what it gives it.
+
+A `Handler` routes each complete request to its answer, synchronously: a
+`Response` (sent at once), a `StreamingResponse`, or a `DeferredResponse` for
+an answer that needs waiting (authentication, a tool call, an event stream).
+The server runs a deferred answer on the connection's own task with a
+`ResponseWriter`, the only writer of that connection, so nothing a handler
+writes can interleave with anything else. Sans-IO: these are the types and
+the rules; the trio shell implements the writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Awaitable, Callable
+from typing import Protocol, final, runtime_checkable
+
+from ._connection import Headers, Request, Response
+
+
+@final
+class StreamingResponse:
+    """A response whose body is produced while it is sent (SSE, large data).
+
+    Sent with chunked framing on HTTP/1.1 and close-delimited on HTTP/1.0.
+    The status and headers go out before the first chunk is produced; `body`
+    is iterated by the connection's only writer, so chunks never interleave
+    with other output.
+    """
+
+    __slots__ = ("status", "headers", "body")
+
+    def __init__(self, status: int, headers: Headers, body: AsyncIterable[bytes]) -> None:
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+
+class Cancellable(Protocol):
+    """A cancel scope, as far as a handler needs one."""
+
+    @property
+    def cancel_called(self) -> bool: ...
+
+    def cancel(self) -> None: ...
+
+
+class ResponseWriter(Protocol):
+    """Writes the answer of a `DeferredResponse`: one full response, or a stream.
+
+    Either `respond` once (or `respond_nowait`, then `send_rest` with what it
+    returned), or `start`, then any number of `send` (or `send_nowait`, then
+    `send_framed` with its rest), then `end`. Writes to a peer that has gone
+    away are dropped and set `broken`.
+    """
+
+    #: True once a write failed: the peer is gone.
+    broken: bool
+
+    @property
+    def started(self) -> bool:
+        """True once the status line is out (nothing can change it any more)."""
+        ...
+
+    @property
+    def cancel_scope(self) -> Cancellable:
+        """The connection's scope: cancelling it abandons the answer and closes
+        the connection."""
+        ...
+
+    async def respond(self, response: Response) -> None:
+        """Send one complete response."""
+        ...
+
+    def respond_nowait(self, response: Response) -> bytes:
+        """`respond` without waiting: what the socket did not take, for `send_rest`."""
+        ...
+
+    async def send_rest(self, rest: bytes) -> None:
+        """Send the rest that `respond_nowait` returned."""
+        ...
+
+    async def start(self, status: int, headers: Headers, first: bytes = b"") -> None:
+        """Send the head of a streamed answer, with the `first` piece of its body."""
+        ...
+
+    async def send(self, piece: bytes) -> None:
+        """Send one piece of the streamed body."""
+        ...
+
+    def send_nowait(self, piece: bytes) -> bytes | None:
+        """Send one piece now if the socket takes it: b"" when it all went, the
+        framed rest for `send_framed`, None when the client is gone."""
+        ...
+
+    async def send_framed(self, data: bytes) -> None:
+        """Send the rest that `send_nowait` returned."""
+        ...
+
+    async def end(self, last: bytes = b"") -> None:
+        """Finish the streamed body, with the `last` piece."""
+        ...
+
+    async def end_and_close(self) -> None:
+        """Finish the streamed body and close the connection."""
+        ...
+
+    def peer_watch(self) -> Callable[[], Awaitable[bool]] | None:
+        """For an idle stream: an awaitable that returns when the client sends
+        more (False) or closes its end (True); None where that cannot be watched."""
+        ...
+
+
+class DeferredResponse:
+    """An answer decided while it is produced: ``await respond(writer)`` writes it.
+
+    A handler returns this when the answer needs waiting, or when it cannot
+    tell yet whether it will be one complete response or a stream (an MCP
+    request answers with JSON unless the tool emits progress first). The
+    server awaits ``respond`` on the connection's task with its writer.
+    (Final: its .pxd makes it a C type.)
+    """
+
+    __slots__ = ("respond",)
+
+    def __init__(self, respond: Callable[[ResponseWriter], Awaitable[None]]) -> None:
+        self.respond = respond
+
+
+#: What a handler answers a request with.
+Answer = Response | StreamingResponse | DeferredResponse
+
+
+@runtime_checkable
+class Handler(Protocol):
+    """An application served by the HTTP server (`serve`, `run`).
+
+    `route` is called on the connection's task for every complete request and
+    must not block: whatever needs waiting goes into a `DeferredResponse`. An
+    exception from `route`, or from a deferred answer before it wrote
+    anything, is answered 500 and logged. `drain` is called once when a
+    graceful shutdown begins, so long-lived streams can end cleanly.
+    """
+
+    def route(self, request: Request) -> Answer: ...
+
+    def drain(self) -> None: ...
+
+
+#: The other kind of application `serve` takes: an async function from a
+#: request to its answer (awaited for every request).
+HandlerFunction = Callable[[Request], Awaitable[Answer]]

@@ -1,0 +1,209 @@
+"""Fan-out and sweeping: what reaches many streams, and what ends sessions.
+
+`Broadcaster` takes the application's notifications (list changes, resource
+updates, log messages not tied to a request) and delivers each to every
+interested stream: the GET streams of the 2025 sessions (numbered and kept
+for resumption) and the 2026-07-28 subscriptions/listen streams. It also
+numbers and keeps the events of the sessions' POST streams (`publish`,
+`priming_event`: the `EventPublisher` the streams are given). `Sweeper`
+expires idle sessions and old events on a timer, and `release` frees what an
+ended session held, for every way a session ends.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import trio
+
+from .._config import MCPConfig
+from .._json import dumps
+from .._protocol._events import EventStore
+from .._protocol._logging import LOG_LEVELS
+from .._protocol._sessions import Session, SessionTable
+from .._speedups import format_event
+from ._streams import MESSAGE, Listener
+
+logger = logging.getLogger("trio_mcp.endpoint")
+
+#: Notifications waiting for the broadcaster; beyond, new ones are dropped (and logged).
+BROADCAST_QUEUE: Final = 1024
+# Sessions per event-store call when a notification goes to every session.
+_BROADCAST_SLICE: Final = 512
+#: Which subscriptions/listen flag lets each notification onto a listen stream.
+LISTEN_METHODS: Final = {
+    "notifications/tools/list_changed": "toolsListChanged",
+    "notifications/prompts/list_changed": "promptsListChanged",
+    "notifications/resources/list_changed": "resourcesListChanged",
+    "notifications/resources/updated": "resourceSubscriptions",
+}
+
+
+class Broadcaster:
+    """Delivers notifications to the streams that want them (module docstring)."""
+
+    __slots__ = ("config", "sessions", "events", "listeners", "_send", "_now")
+
+    def __init__(self, config: MCPConfig, sessions: SessionTable, events: EventStore) -> None:
+        self.config = config
+        self.sessions = sessions
+        self.events = events
+        #: Open 2026-07-28 subscriptions/listen streams, in the order they
+        #: opened (a dict for that order): a fan-out walks them as they were
+        #: allocated, which keeps the walk's memory accesses in order.
+        self.listeners: dict[Listener, None] = {}
+        #: Where the application's notifications wait, while `run` runs.
+        self._send: trio.MemorySendChannel[tuple[str, dict[str, Any], str | None]] | None = None
+        #: trio.current_time; the run's clock itself (two calls fewer) while running.
+        self._now = trio.current_time
+
+    def on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
+        """Called synchronously by the app; the broadcaster's task does the sending."""
+        if self._send is None:
+            return
+        try:
+            self._send.send_nowait((method, params, uri))
+        except trio.WouldBlock:
+            logger.warning("notification backlog full: dropped %s", method)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Deliver the application's notifications until cancelled."""
+        send, receive = trio.open_memory_channel[tuple[str, dict[str, Any], str | None]](
+            BROADCAST_QUEUE
+        )
+        self._send = send
+        self._now = trio.lowlevel.current_clock().current_time
+        try:
+            task_status.started()
+            async for method, params, uri in receive:
+                self.deliver_to_listeners(method, params, uri)
+                await self._deliver_to_sessions(method, params, uri)
+        finally:
+            self._send = None
+            self._now = trio.current_time
+            send.close()
+
+    async def _deliver_to_sessions(
+        self, method: str, params: dict[str, Any], uri: str | None
+    ) -> None:
+        data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
+        is_log = method == "notifications/message"
+        targets = [
+            session
+            for session in self.sessions.live()
+            if (uri is None or uri in session.subscriptions)
+            and not (
+                is_log
+                and session.log_level is not None
+                and LOG_LEVELS[params["level"]] < LOG_LEVELS[session.log_level]
+            )
+        ]
+        now = self._now()  # one clock reading per broadcast
+        events = self.events
+        # One store call per slice of sessions: few calls, and the first
+        # streams get the event before the last ones are numbered. The
+        # buffers for resumption are written after the last frame is out.
+        try:
+            for start in range(0, len(targets), _BROADCAST_SLICE):
+                part = targets[start : start + _BROADCAST_SLICE]
+                event_ids = await events.append_many([s.id for s in part], 0, data, now)
+                for session, event_id in zip(part, event_ids, strict=True):
+                    # publish()'s rule for the GET stream, inline: it runs per session
+                    outbox = session.get_stream
+                    if outbox is not None:
+                        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
+                        if not outbox.offer(frame, now):
+                            session.get_stream = None
+        finally:
+            events.settle()
+
+    def deliver_to_listeners(self, method: str, params: dict[str, Any], uri: str | None) -> None:
+        """Offer a notification to every listen stream that subscribed to it."""
+        flag = dict.get(LISTEN_METHODS, method)
+        if flag is None:
+            return  # log messages and progress never go on a listen stream
+        # Each listener's copy differs only in its _meta: encode the rest once.
+        head = b'{"jsonrpc":"2.0","method":' + dumps(method) + b',"params":{'
+        inner = dumps({k: v for k, v in params.items() if k != "_meta"})[1:-1]
+        if inner:
+            head += inner + b","
+        now = self._now()
+        listeners = self.listeners
+        for listener in list(listeners):
+            if uri is not None:
+                if uri not in dict.get(listener.honored, "resourceSubscriptions", ()):
+                    continue
+            elif not dict.get(listener.honored, flag):
+                continue
+            frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
+            if not listener.outbox.offer(frame, now):
+                listeners.pop(listener, None)  # too slow: the client must listen again
+
+    async def publish(
+        self, session: Session, number: int, data: bytes, now: float | None = None
+    ) -> bytes:
+        """Store `data` as the next event of stream `number`; returns its SSE frame.
+
+        For the GET stream (0) the frame also goes to the attached client, if
+        any; one that cannot keep up is detached and must resume. `now`, when
+        the caller knows it, saves reading the clock.
+        """
+        if now is None:
+            now = self._now()
+        event_id = await self.events.append(session.id, number, data, now)
+        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
+        outbox = session.get_stream
+        if number == 0 and outbox is not None and not outbox.offer(frame, now):
+            session.get_stream = None
+        return frame
+
+    async def priming_event(self, session: Session, number: int) -> bytes:
+        """SEP-1699: an event with an id (and the retry hint) and no data, so a
+        client can resume stream `number` even before its first real event."""
+        event_id = await self.events.append(session.id, number, b"", self._now())
+        return format_event(b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms)
+
+    def close_listeners(self) -> None:
+        """End every listen stream (each sends its final response)."""
+        for listener in list(self.listeners):
+            listener.outbox.close()
+
+
+class Sweeper:
+    """Expires idle sessions and old events, and frees what ended sessions held."""
+
+    __slots__ = ("sessions", "events", "interval_s")
+
+    def __init__(self, config: MCPConfig, sessions: SessionTable, events: EventStore) -> None:
+        self.sessions = sessions
+        self.events = events
+        #: How often idle sessions and old events are swept; the session table's
+        #: grace of two intervals covers how far its stamped clock lags.
+        self.interval_s = sweep_interval_s(config)
+
+    async def run(self) -> None:
+        """Sweep until cancelled."""
+        sessions = self.sessions
+        sessions.now = trio.current_time()
+        while True:
+            await trio.sleep(self.interval_s)
+            now = sessions.now = trio.current_time()
+            sessions.expire(now)
+            for session in sessions.take_ended():
+                await self.release(session)
+            self.events.prune(now)
+
+    async def release(self, session: Session) -> None:
+        """Free everything a session that ended holds: requests, stream, buffers."""
+        for scope in session.in_flight.values():
+            scope.cancel()
+        if session.get_stream is not None:
+            session.get_stream.close()
+            session.get_stream = None
+        await self.events.drop_session(session.id)
+
+
+def sweep_interval_s(config: MCPConfig) -> float:
+    """How often an endpoint with `config` sweeps (at most every 10 s)."""
+    return min(config.session_idle_timeout_s / 4, config.event_buffer_age_s / 4, 10.0)

@@ -1,0 +1,235 @@
+"""The 2026-07-28 revision: stateless requests on the same endpoint.
+
+`ModernTransport.post` takes a POST whose body the router found to be a
+2026-07-28 request and applies the digest's checks in order (3.7): the
+envelope and its mirrored headers, the method against what the server
+advertises, a tool's ``Mcp-Param-*`` headers. A request that passes is run by
+`_answer` (closing the response stream cancels it); ``subscriptions/listen``
+opens a stream of the notifications the client asked for. Every result
+carries ``resultType``, ``serverInfo`` and, where the method is cacheable,
+cache hints.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, Final
+
+from .._app._schema import header_mismatch
+from .._app._server import Server
+from .._config import MCPConfig
+from .._errors import MCPError, Rejection
+from .._http._connection import Headers, Request, Response
+from .._http._handler import DeferredResponse, ResponseWriter
+from .._json import dumps
+from .._protocol._answers import JSON_HEADERS, forbidden
+from .._protocol._envelope import META_SERVER_INFO, Envelope, check_envelope
+from .._protocol._jsonrpc import (
+    HEADER_MISMATCH,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MODERN,
+    Invalid,
+    Message,
+    Notification,
+    error_status,
+)
+from .._protocol._jsonrpc import Request as RPCRequest
+from .._protocol._logging import LOG_LEVELS
+from .._speedups import decode_header_value, format_event
+from ._fanout import Broadcaster
+from ._handshake import Handshake
+from ._runner import RequestRunner
+from ._streams import MESSAGE, SSE_HEADERS, Listener, PostStream
+
+#: The results that carry cache hints.
+_CACHEABLE: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+#: subscriptions/listen flags and the server capability each needs (with listChanged).
+_LISTEN_FLAGS: Final = {
+    "toolsListChanged": "tools",
+    "promptsListChanged": "prompts",
+    "resourcesListChanged": "resources",
+}
+
+
+class ModernTransport:
+    """The 2026-07-28 POST and subscriptions/listen (see the module docstring)."""
+
+    __slots__ = ("app", "config", "runner", "broadcaster", "handshake")
+
+    def __init__(
+        self,
+        app: Server,
+        config: MCPConfig,
+        runner: RequestRunner,
+        broadcaster: Broadcaster,
+        handshake: Handshake,
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.runner = runner
+        self.broadcaster = broadcaster
+        self.handshake = handshake
+
+    def post(
+        self, request: Request, message: Message | Invalid, principal: object, cors: Headers
+    ) -> Response | DeferredResponse:
+        """A 2026-07-28 POST: its refusal, its listen stream, or its deferred answer
+        (synchronous: the authorize hook, if any, runs in `_answer`)."""
+        checked = self.checked(request, message)
+        if isinstance(checked, Response):
+            return checked
+        envelope = checked
+        rpc = message
+        assert type(rpc) is RPCRequest  # (checked refuses every other kind)
+        if rpc.method == "subscriptions/listen":
+            return self._listen(rpc, cors)
+        return DeferredResponse(partial(self._answer, request, rpc, envelope, principal, cors))
+
+    def checked(self, request: Request, message: Message | Invalid) -> Response | Envelope:
+        """A POST's checks before anything runs, in the digest's order: the
+        request's `Envelope`, the 202 of a notification, or the refusal."""
+        if type(message) is Notification:
+            return Response(202)  # no client notifications are defined on HTTP here
+        if type(message) is Invalid:
+            raise Rejection(400, message.error)
+        if type(message) is not RPCRequest:
+            raise Rejection(
+                400, MCPError(INVALID_REQUEST, "Invalid request: clients must not post responses")
+            )
+        rpc = message  # (typed RPCRequest in the .pxd, and envelope Envelope)
+        method = rpc.method
+        try:
+            envelope = check_envelope(method, rpc.params, request.singles)
+            if envelope.log_level is not None and envelope.log_level not in LOG_LEVELS:
+                error = MCPError(
+                    INVALID_PARAMS, f"Invalid params: unknown log level {envelope.log_level!r}"
+                )
+                raise Rejection(400, error)
+        except Rejection as rejection:
+            rejection.request_id = rpc.id
+            raise
+        if method == "subscriptions/listen":
+            return envelope
+        if method == "tools/call":
+            params = rpc.params
+            name = dict.get(params, "name")
+            tool = dict.get(self.app.tools, name) if isinstance(name, str) else None
+            arguments = dict.get(params, "arguments")
+            if tool is not None and tool.header_params and isinstance(arguments, dict):
+                problem = header_mismatch(
+                    tool.header_params, arguments, request.headers, decode_header_value
+                )
+                if problem is not None:
+                    error = MCPError(HEADER_MISMATCH, problem)
+                    raise Rejection(error_status(MODERN, HEADER_MISMATCH), error, (), rpc.id)
+            if tool is not None:
+                # a registered tool means the tools capability, so tools/call is
+                # advertised: no need to rebuild the capabilities' key to know it
+                return envelope
+        if method not in self.runner.dispatch.modern_methods():
+            error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            raise Rejection(error_status(MODERN, METHOD_NOT_FOUND), error, (), rpc.id)
+        return envelope
+
+    async def _answer(
+        self,
+        request: Request,
+        message: RPCRequest,
+        envelope: Envelope,
+        principal: object,
+        cors: Headers,
+        writer: ResponseWriter,
+    ) -> None:
+        runner = self.runner
+        if runner.app.authorize is not None and await runner.denied([message], principal):
+            await writer.respond(forbidden(message.id, cors))
+            return
+        stream = PostStream(self.broadcaster, writer, None, envelope.version, cors)
+        # closing the response stream cancels the request (SEP-2575)
+        stream.on_broken = stream.cancel_scope.cancel
+        try:
+            answer = await runner.run(message, stream, request.headers, principal, envelope)
+            result = dict.get(answer, "result")
+            if isinstance(result, dict):
+                self.decorate(message.method, result)
+            body = dumps(answer)
+            if writer.started:
+                await stream.emit(body, last=True)
+            else:
+                # (an answer has a result or an error: only an error needs looking at)
+                status = (
+                    200 if result is not None else error_status(MODERN, answer["error"]["code"])
+                )
+                rest = writer.respond_nowait(Response(status, JSON_HEADERS + cors, body))
+                if rest:
+                    await writer.send_rest(rest)
+        finally:
+            stream.finish()
+
+    def decorate(self, method: str, result: dict[str, Any]) -> None:
+        """What every modern result carries: resultType, serverInfo, cache hints."""
+        dict.setdefault(result, "resultType", "complete")
+        meta = dict.setdefault(result, "_meta", {})
+        meta[META_SERVER_INFO] = self.handshake.server_info()
+        if method in _CACHEABLE and result["resultType"] == "complete":
+            config = self.config
+            ttl, scope = config.cache_hints.get(method, (config.cache_ttl_ms, config.cache_scope))
+            dict.setdefault(result, "ttlMs", ttl)  # a resource's own hints were set by the read
+            dict.setdefault(result, "cacheScope", scope)
+
+    # ---- subscriptions/listen ------------------------------------------------
+
+    def _listen(self, message: RPCRequest, cors: Headers) -> DeferredResponse:
+        """subscriptions/listen: an open stream of the notifications the client asked for."""
+        wanted = message.params.get("notifications")
+        if not isinstance(wanted, dict):
+            error = MCPError(INVALID_PARAMS, "Invalid params: notifications must be an object")
+            raise Rejection(400, error, (), message.id)
+        caps = self.app.shared_capabilities()
+        honored: dict[str, Any] = {}
+        for flag, capability in _LISTEN_FLAGS.items():
+            if wanted.get(flag) is True and caps.get(capability, {}).get("listChanged"):
+                honored[flag] = True
+        uris = wanted.get("resourceSubscriptions")
+        if isinstance(uris, list) and caps.get("resources", {}).get("subscribe"):
+            honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
+        meta = b'"_meta":' + dumps({_SUBSCRIPTION_ID: message.id})
+        listener = Listener(message.id, honored, meta)
+        return DeferredResponse(partial(self.stream_listen, listener, cors))
+
+    async def stream_listen(
+        self, listener: Listener, cors: Headers, writer: ResponseWriter
+    ) -> None:
+        """Run one listen stream: its acknowledgement, what it subscribed to, and
+        the final response when the server ends it."""
+        listeners = self.broadcaster.listeners
+        listeners[listener] = None
+        tag = {_SUBSCRIPTION_ID: listener.id}
+        try:
+            ack = {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": tag, "notifications": listener.honored},
+            }
+            await writer.start(200, SSE_HEADERS + cors, format_event(dumps(ack), event=MESSAGE))
+            await listener.outbox.pump(writer, self.config.keepalive_s)
+            if not writer.broken:
+                # the server ended the subscription: the response says so
+                result = {"resultType": "complete", "_meta": tag}
+                final = {"jsonrpc": "2.0", "id": listener.id, "result": result}
+                await writer.send(format_event(dumps(final), event=MESSAGE))
+        finally:
+            listeners.pop(listener, None)
+            listener.outbox.close()

@@ -1,0 +1,284 @@
+"""The request runner: one MCP request, from its method to its answer.
+
+`RequestRunner.run` is where every transport hands a request over (the 2025
+POST, the 2026-07-28 POST, the 2024-11-05 HTTP+SSE message): it finds the
+method, builds the handler's `Context` (cancellation, progress and log
+messages on the request's stream, requests to the client, the sealed state of
+a 2026 multi round-trip request), runs the handler and turns what it returned
+or raised into the JSON-RPC answer. The transport decides where that answer
+goes. `ask_client` sends a request to the client on the running request's
+stream and waits for the answer a later POST brings; `denied` applies the
+application's authorize hook.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, Final
+
+import trio
+
+from .._app._server import Context, Server
+from .._config import MCPConfig
+from .._errors import InputRequired, MCPError
+from .._http._connection import Headers
+from .._http._handler import Cancellable
+from .._protocol._envelope import Envelope
+from .._protocol._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    Notification,
+    error_message,
+    request_bytes,
+)
+from .._protocol._jsonrpc import Request as RPCRequest
+from .._protocol._jsonrpc import Response as RPCResponse
+from .._protocol._request_state import StateSealer, params_digest
+from .._protocol._sessions import Session, SessionTable
+from ._dispatch import Dispatcher
+from ._streams import RequestStream, Waiter
+
+logger = logging.getLogger("trio_mcp.endpoint")
+
+#: The requests that may answer input_required (2026-07-28 multi round-trip requests).
+MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+#: Methods whose target is ``params.name``; the others that have one use ``params.uri``.
+_NAMED: Final = frozenset({"tools/call", "prompts/get"})
+#: A log level above every real one: nothing passes.
+_LOGGING_OFF: Final = "off"
+
+
+class RequestRunner:
+    """Runs requests against one application (see the module docstring)."""
+
+    __slots__ = ("app", "config", "dispatch", "sessions", "sealer", "lifespan_state")
+
+    def __init__(
+        self, app: Server, config: MCPConfig, sessions: SessionTable, sealer: StateSealer
+    ) -> None:
+        self.app = app
+        self.config = config
+        self.dispatch = Dispatcher(app)
+        self.sessions = sessions
+        #: Seals the requestState of 2026-07-28 multi round-trip requests.
+        self.sealer = sealer
+        #: What the app's lifespan yielded, while the endpoint runs.
+        self.lifespan_state: Any = None
+
+    async def run(
+        self,
+        message: RPCRequest,
+        stream: RequestStream,
+        headers: Headers,
+        principal: object,
+        envelope: Envelope | None,
+    ) -> dict[str, Any]:
+        """The answer to one request, its handler run under ``stream.cancel_scope``.
+
+        `envelope` is set for a 2026-07-28 request: its capabilities and log
+        level come from the request itself, never from a session.
+        """
+        method, request_id, params = message.method, message.id, message.params
+        handler = dict.get(self.dispatch.methods, method)
+        if handler is None:
+            if method == "initialize":
+                error = MCPError(INVALID_REQUEST, "Invalid request: already initialized")
+            else:
+                error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
+            return error_message(request_id, error)
+        session = stream.session
+        version = stream.version
+        scope = stream.cancel_scope
+        # (a request without a session is tracked nowhere: its connection is its scope)
+        in_flight = session.in_flight if session is not None else None
+        if in_flight is not None and request_id in in_flight:
+            error = MCPError(
+                INVALID_REQUEST, "Invalid request: this id is in use by a running request"
+            )
+            return error_message(request_id, error)
+        mrtr = envelope is not None and method in MRTR_METHODS
+        input_responses: dict[str, Any] = {}
+        state: dict[str, Any] = {}
+        if mrtr:
+            try:
+                state, input_responses = self._open_state(params, principal, method)
+            except MCPError as exc:
+                return error_message(request_id, exc)
+        ctx = self._context(
+            message, stream, scope, headers, principal, envelope, mrtr, input_responses, state
+        )
+        if in_flight is not None:
+            assert session is not None  # (both or neither)
+            in_flight[request_id] = scope
+            self.sessions.begin_request(session)
+        try:
+            result = await handler(params, ctx, session, version)
+            return {"jsonrpc": "2.0", "id": request_id, "result": result}
+        except InputRequired as exc:
+            if not mrtr:
+                logger.error("%s asked for input where the protocol has no way to", method)
+                return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
+            token = self._seal_state(ctx, params, principal, method)
+            input_required = {
+                "resultType": "input_required",
+                "inputRequests": exc.requests,
+                "requestState": token,
+            }
+            return {"jsonrpc": "2.0", "id": request_id, "result": input_required}
+        except MCPError as exc:
+            return error_message(request_id, exc)
+        except Exception:
+            logger.exception("%s failed", method)
+            return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
+        finally:
+            if in_flight is not None:
+                assert session is not None
+                del in_flight[request_id]
+                self.sessions.end_request(session, self.sessions.now)
+
+    def _context(
+        self,
+        message: RPCRequest,
+        stream: RequestStream,
+        scope: Cancellable,
+        headers: Headers,
+        principal: object,
+        envelope: Envelope | None,
+        mrtr: bool,
+        input_responses: dict[str, Any],
+        state: dict[str, Any],
+    ) -> Context:
+        """The handler's `Context` for `message`."""
+        params = message.params
+        meta = dict.get(params, "_meta")
+        progress_token = dict.get(meta, "progressToken") if isinstance(meta, dict) else None
+        session = stream.session
+        emit = stream.emit
+        ask = None
+        if session is not None and not self.config.json_response_only:
+            ask = partial(self.ask_client, session, emit)
+        capabilities: dict[str, Any]
+        log_level: str | None
+        if envelope is not None:
+            capabilities = envelope.client_capabilities
+            log_level = envelope.log_level or _LOGGING_OFF  # no logLevel: no messages
+        elif session is not None:
+            capabilities, log_level = session.client_capabilities, session.log_level
+        else:
+            capabilities, log_level = {}, None
+        # Positional, in the order of Context.__init__: with keywords, creating
+        # the (C type) Context builds a dict of its arguments first.
+        return Context(
+            message.id,  # request_id
+            session.id if session is not None else None,  # session_id
+            principal,
+            headers,
+            stream.version,  # protocol_version
+            capabilities,  # client_capabilities
+            progress_token,
+            emit,
+            log_level,
+            scope,  # cancel_scope
+            self.lifespan_state,  # lifespan
+            ask,  # request
+            stream.close_connection,  # close_stream
+            input_responses,
+            state,
+            mrtr,
+        )
+
+    def _open_state(
+        self, params: dict[str, Any], principal: object, method: str
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The handler state and the input responses so far of a 2026-07-28
+        request (the earlier rounds' answers count too: the handler re-runs
+        from the top). MCPError when its requestState is not valid."""
+        responses = params.get("inputResponses")
+        input_responses = responses if isinstance(responses, dict) else {}
+        if "requestState" not in params:
+            return {}, input_responses
+        state, earlier = self.sealer.open(
+            params["requestState"],
+            principal=principal,
+            method=method,
+            digest=params_digest(params),
+            now=trio.current_time(),
+        )
+        return state, {**earlier, **input_responses}
+
+    def _seal_state(
+        self, ctx: Context, params: dict[str, Any], principal: object, method: str
+    ) -> str:
+        return self.sealer.seal(
+            ctx.state,
+            ctx.input_responses,
+            principal=principal,
+            method=method,
+            digest=params_digest(params),
+            now=trio.current_time(),
+        )
+
+    async def ask_client(
+        self,
+        session: Session,
+        emit: Callable[[bytes], Awaitable[None]],
+        method: str,
+        params: dict[str, Any],
+        capability: str,
+        timeout_s: float | None,
+    ) -> Any:
+        """Send `method` to the client on the current response stream; await its answer."""
+        if capability not in session.client_capabilities:
+            raise MCPError(
+                INVALID_REQUEST,
+                f"the client did not declare the {capability!r} capability, so {method} "
+                "can't be sent",
+            )
+        session.next_request_id += 1
+        request_id = session.next_request_id
+        waiter = Waiter()
+        session.pending[request_id] = waiter
+        limit = timeout_s if timeout_s is not None else self.config.client_request_timeout_s
+        try:
+            await emit(request_bytes(request_id, method, params))
+            with trio.move_on_after(limit):
+                await waiter.done.wait()
+        finally:
+            del session.pending[request_id]
+        response = waiter.response
+        if response is None:
+            raise MCPError(INTERNAL_ERROR, f"the client did not answer {method} within {limit} s")
+        if response.error is not None:
+            error = response.error
+            raise MCPError(error["code"], error["message"], error.get("data"))
+        return response.result
+
+    def notify(self, message: Notification, session: Session | None) -> None:
+        """A notification from the client: ``notifications/cancelled`` cancels
+        the running request it names (the others need nothing here)."""
+        if message.method == "notifications/cancelled" and session is not None:
+            scope = session.in_flight.get(message.params.get("requestId"))  # type: ignore[arg-type]
+            if scope is not None:
+                scope.cancel()
+
+    def resolve(self, message: RPCResponse, session: Session) -> None:
+        """The client's answer to a request we sent it (`ask_client`)."""
+        waiter = session.pending.get(message.id) if type(message.id) is int else None
+        if waiter is not None:
+            waiter.resolve(message)
+
+    async def denied(self, requests: list[RPCRequest], principal: object) -> set[Any]:
+        """The ids of the requests the application's authorize hook refuses."""
+        authorize = self.app.authorize
+        assert authorize is not None
+        denied = set()
+        for message in requests:
+            params = message.params
+            target = params.get("name") if message.method in _NAMED else params.get("uri")
+            name = target if isinstance(target, str) else None
+            if not await authorize(principal, message.method, name):
+                denied.add(message.id)
+        return denied

@@ -1,0 +1,99 @@
+"""What the trio shell keeps per connection: its time limit and drain state,
+the byte stream it talks over, and the cached Date header value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from email.utils import formatdate
+from math import inf
+from typing import Protocol
+
+import trio
+
+from .._http._connection import HTTP11Connection
+
+
+class DateCache:
+    """The Date header value, formatted once per second.
+
+    While a sweeper ticks (``HTTPServer.enforce_timeouts``, at least twice a
+    second), it refreshes the value and a response reads it without the
+    clock, so the Date may lag by up to a tick; otherwise every read checks
+    the clock.
+    """
+
+    __slots__ = ("_second", "_value", "_tickers")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._value = b""
+        #: How many sweepers refresh the value now.
+        self._tickers = 0
+
+    def get(self) -> bytes:
+        if self._tickers:
+            return self._value
+        return self.refresh()
+
+    def refresh(self) -> bytes:
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._value = formatdate(now, usegmt=True).encode("ascii")
+        return self._value
+
+    @contextlib.contextmanager
+    def ticking(self) -> Iterator[None]:
+        """While entered, the caller calls `refresh` at least twice a second."""
+        self.refresh()
+        self._tickers += 1
+        try:
+            yield
+        finally:
+            self._tickers -= 1
+
+
+class ByteStream(Protocol):
+    """What a connection task needs from its transport (trio streams and SocketIO)."""
+
+    async def receive_some(self, max_bytes: int) -> bytes | bytearray: ...
+    async def send_all(self, data: bytes) -> None: ...
+    async def send_eof(self) -> None: ...
+    async def aclose(self) -> None: ...
+
+
+class Connection:
+    """Book-keeping the server needs for one connection: time limit and drain.
+
+    `limit` is how long the current phase may take (inf: no limit) and `since`
+    when the sweeper first saw that phase (None: not yet). The connection task
+    sets both as it changes phase (`limit_phase`), without reading the clock;
+    `HTTPServer.enforce_timeouts` stamps `since` and cancels `timer` once
+    `limit` has passed since then. That keeps time limits off trio's deadline
+    heap and off the clock on every request.
+    """
+
+    __slots__ = ("http", "timer", "limit", "since", "waiting_idle")
+
+    def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
+        self.http = http
+        self.timer = timer
+        self.limit = inf
+        self.since: float | None = None
+        #: True while blocked reading the first byte of a next request.
+        self.waiting_idle = False
+
+    def limit_phase(self, seconds: float) -> None:
+        """A new phase begins that may take `seconds` (inf: no limit)."""
+        self.limit = seconds
+        self.since = None
+
+    def drain(self) -> None:
+        self.http.draining = True
+        if self.waiting_idle:
+            # waiting for a next request that is no longer welcome
+            self.timer.cancel()
