@@ -13,8 +13,8 @@ from ._app._content import embedded_text as embedded_text
 from ._app._content import image as image_content
 from ._app._content import resource_link as resource_link
 from ._app._content import text as text_content
+from ._app._context import Context as Context
 from ._app._server import Authorizer as Authorizer
-from ._app._server import Context as Context
 from ._app._server import Server as Server
 from ._config import MCPConfig as MCPConfig
 from ._config import ServerConfig as ServerConfig

@@ -90,6 +90,8 @@ SOURCE_COMPILED_MODULES = (
     "_protocol._events",
     "_protocol._admission",
     "_protocol._answers",
+    "_app._context",
+    "_app._records",
     "_app._server",
     "_trio._socketio",
     "_trio._connection",

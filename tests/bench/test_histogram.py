@@ -9,7 +9,7 @@ import pytest
 from trio_mcp._bench import _histogram
 from trio_mcp._bench._merge import merge_results, series
 from trio_mcp._bench._options import BenchConfig
-from trio_mcp._bench._worker import WorkerResult
+from trio_mcp._bench._plan import WorkerResult
 
 
 def config(**changes: object) -> BenchConfig:

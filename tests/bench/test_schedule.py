@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from trio_mcp._bench._plan import WorkerPlan
 from trio_mcp._bench._target import resolve
-from trio_mcp._bench._worker import BUSY, READY, SPIN_S, Conn, Worker, WorkerPlan, wait_before
+from trio_mcp._bench._worker import BUSY, READY, SPIN_S, Conn, Worker, wait_before
 
 
 def worker(rate: float | None, connections: int = 1, total: int | None = None) -> Worker:

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import _histogram
 from ._options import IDLE, BenchConfig
-from ._worker import WorkerResult
+from ._plan import WorkerResult
 
 
 def merge_results(config: BenchConfig, results: list[WorkerResult]) -> dict[str, Any]:

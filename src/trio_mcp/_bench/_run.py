@@ -22,8 +22,9 @@ from .._errors import UsageError
 from ._display import Progress, print_report
 from ._merge import merge_results
 from ._options import IDLE, BenchConfig
+from ._plan import WorkerPlan, WorkerResult
 from ._target import Target, resolve
-from ._worker import GIVE_UP_AFTER, Worker, WorkerPlan, WorkerResult, raise_file_limit, worker_main
+from ._worker import GIVE_UP_AFTER, Worker, raise_file_limit, worker_main
 
 FD_MARGIN = 32  # descriptors a worker needs besides its sockets
 START_GRACE_S = 30.0  # for spawning the workers and setting up their sessions

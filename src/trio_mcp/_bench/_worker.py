@@ -31,13 +31,13 @@ import socket
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from .._errors import PeerProtocolError
 from . import _histogram
+from ._plan import WorkerPlan, WorkerResult
 from ._requests import FIRST_ID, RequestFactory, is_modern
 from ._response import (
     STREAM as READER_STREAM,
@@ -49,7 +49,6 @@ from ._response import (
     sse_messages,
     status_error,
 )
-from ._target import Target
 
 # steps
 INIT, INITIALIZED, CALL, DELETE, STREAM = range(5)
@@ -70,50 +69,6 @@ RECV_BYTES = 256 * 1024
 MAX_BACKOFF_S = 1.0
 GIVE_UP_AFTER = 3  # --requests: failed connects in a row, on every connection
 IDLE_SCENARIOS = ("idle-sessions", "idle-streams")
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerPlan:
-    """What one worker process does."""
-
-    index: int
-    target: Target
-    scenario: str
-    protocol: str
-    tool: str
-    arguments: dict[str, Any]
-    connections: int  # this worker's connections (idle scenarios: concurrent opens)
-    first_connection: int  # the global number of its first connection
-    total_connections: int
-    rate: float | None  # total requests/s over all workers (open loop), or None
-    requests: int | None  # this worker's share of --requests
-    count: int  # idle scenarios: sessions this worker opens
-    warmup_s: float
-    duration_s: float | None
-    timeout_s: float
-
-
-@dataclass
-class WorkerResult:
-    """What a worker sends back; histograms are HdrHistogram encodings."""
-
-    index: int
-    ok: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    histogram: str = ""
-    latency_sum_us: int = 0
-    seconds: list[dict[str, Any]] = field(default_factory=list)
-    progress_events: int = 0
-    measured_s: float = 0.0
-    ready_connections: int = 0
-    # idle scenarios
-    opened: int = 0
-    failed: int = 0
-    open_time_s: float | None = None
-    dropped: int = 0
-    held_at_end: int = 0
-    interrupted: bool = False
-    gave_up: bool = False
 
 
 class Conn:

@@ -17,13 +17,9 @@ from typing import Any
 
 import trio
 
-from .._app._server import (
-    Context,
-    Server,
-    prompt_messages,
-    resource_contents,
-    tool_result,
-)
+from .._app._context import Context
+from .._app._records import prompt_messages, resource_contents, tool_result
+from .._app._server import Server
 from .._errors import InputRequired, MCPError, ToolError
 from .._protocol._envelope import ALL_VERSIONS
 from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND

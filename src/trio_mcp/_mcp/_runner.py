@@ -20,7 +20,8 @@ from typing import Any, Final
 
 import trio
 
-from .._app._server import Context, Server
+from .._app._context import Context
+from .._app._server import Server
 from .._config import MCPConfig
 from .._errors import InputRequired, MCPError
 from .._http._connection import Headers
