@@ -2,8 +2,14 @@
 #   TRIO_MCP_VENV    where the venv lives (default: .venv in the checkout)
 #   TRIO_MCP_WHEEL   install this wheel instead of building the checkout
 #   PYTHON           the interpreter to make the venv with (default: python3)
+#   PIP_CONSTRAINT   pins for pip (default: the newest trio/outcome pair the trio
+#                    tweaks are tested on, .ci/trio-*-outcome-*.txt)
 set -euo pipefail
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ -z "${PIP_CONSTRAINT:-}" ]; then
+    PIP_CONSTRAINT="$(ls "$REPO"/.ci/trio-*-outcome-*.txt | sort -V | tail -n 1)"
+    export PIP_CONSTRAINT
+fi
 VENV="${TRIO_MCP_VENV:-$REPO/.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
     "${PYTHON:-python3}" -m venv "$VENV"

@@ -45,10 +45,11 @@ cdef class WakeupValues:
     unused ones when one is free (see the twin's docstring)."""
 
     cdef readonly object value_type
+    #: The byte offset in the object where the used-mark is written.
+    cdef readonly Py_ssize_t slot_offset
     cdef list _ring
     cdef Py_ssize_t _size
     cdef Py_ssize_t _at
-    cdef Py_ssize_t _offset
 
     def __init__(self, value_type, unwrapped, size=RING_SIZE):
         cdef PyMemberDef *member
@@ -73,7 +74,7 @@ cdef class WakeupValues:
         self._ring = ring
         self._size = size
         self._at = 0
-        self._offset = member.offset
+        self.slot_offset = member.offset
 
     def __call__(self, value):
         cdef Py_ssize_t at
@@ -86,7 +87,7 @@ cdef class WakeupValues:
         self._at = at + 1 if at + 1 < self._size else 0
         pooled = PyList_GET_ITEM(self._ring, at)  # (borrowed)
         if Py_REFCNT(pooled) == 1:  # held by the ring alone
-            slot = <PyObject **>(<char *>pooled + self._offset)
+            slot = <PyObject **>(<char *>pooled + self.slot_offset)
             old = slot[0]
             Py_INCREF(_FALSE)
             slot[0] = <PyObject *>_FALSE

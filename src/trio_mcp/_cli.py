@@ -63,16 +63,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     run.add_argument("--reuse-port", action="store_true", help="set SO_REUSEPORT")
     run.add_argument(
-        "--no-fifo-scheduling",
-        dest="fifo_scheduling",
+        "--no-trio-tweaks",
+        dest="trio_tweaks",
         action="store_false",
-        help="let trio pick each scheduler batch's order at random (default: first in, first out)",
-    )
-    run.add_argument(
-        "--no-pooled-wakeups",
-        dest="pooled_wakeups",
-        action="store_false",
-        help="let trio build a new wake-up value each time (default: reuse free ones)",
+        help="run on trio's public behaviour alone (default: the trio tweaks, on a tested trio)",
     )
     run.add_argument(
         "--no-batch-end-sends",
@@ -110,8 +104,7 @@ def main(argv: list[str] | None = None) -> None:
             host=args.host,
             port=args.port,
             reuse_port=args.reuse_port,
-            fifo_scheduling=args.fifo_scheduling,
-            pooled_wakeups=args.pooled_wakeups,
+            trio_tweaks=args.trio_tweaks,
             batch_end_sends=args.batch_end_sends,
         ),
         path=args.path,

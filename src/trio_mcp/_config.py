@@ -43,19 +43,14 @@ class ServerConfig:
         shutdown_timeout_s: on graceful shutdown, how long in-flight requests
             may take to finish before they are cancelled.
         reuse_port: set SO_REUSEPORT so several processes can share the port.
-        fifo_scheduling: when trio-mcp runs trio itself (``run``, ``run_mcp``,
-            ``trio-mcp run``), run every scheduler batch in the order its tasks
-            became runnable, not in trio's coin-toss pick between that order
-            and its reverse: a steadier wait per request and a lower p99
-            (see ``_trio/_scheduling.py``). Process-wide while the server runs;
-            no effect on a server started with ``serve`` in your own trio run.
-        pooled_wakeups: when trio-mcp runs trio itself, trio's wake-ups
-            (each schedule point, each wait for I/O that ends) reuse
-            ``outcome.Value(None)`` objects nothing refers to any more instead
-            of building one each time: 4.5% fewer instructions per 2026-07-28
-            call (see ``_trio/_scheduling.py``). Process-wide while the server
-            runs; it does nothing on an interpreter without a GIL, and has no
-            effect on a server started with ``serve`` in your own trio run.
+        trio_tweaks: when trio-mcp runs trio itself (``run``, ``run_mcp``,
+            ``trio-mcp run``) on a tested trio and outcome (``_trio/_tweaks.py``
+            names them), stand in for four trio internals: every scheduler
+            batch runs first in, first out (a lower p99), wake-ups reuse their
+            ``outcome.Value(None)`` objects, trio's instrument checks run in C,
+            and a connection's schedule point yields trio's trap directly.
+            Process-wide while the server runs, undone after; off on any other
+            trio or outcome version, and in a trio run you own (``serve``).
         batch_end_sends: under load, hold JSON answers until the current
             trio scheduler batch ends (all but the batch's first eight), then
             send them together: a client or proxy on the same host is woken a
@@ -81,8 +76,7 @@ class ServerConfig:
     receive_chunk_bytes: int = 64 * KiB
     shutdown_timeout_s: float = 10.0
     reuse_port: bool = False
-    fifo_scheduling: bool = True
-    pooled_wakeups: bool = True
+    trio_tweaks: bool = True
     batch_end_sends: bool = True
 
     def __post_init__(self) -> None:

@@ -3,11 +3,10 @@
 This module defines the behaviour the compiled module must match.
 
 Each time trio wakes a task with nothing to send it (a schedule point, the
-end of a wait for I/O), it builds a fresh ``outcome.Value(None)``. That is a
-frozen attrs class, so building one runs an interpreted ``__init__``; building
-and freeing it was about 3,000 instructions, 4.5% of a 2026-07-28 call.
-`WakeupValues` stands in for the class where trio builds these (see
-``_trio/_scheduling.py``, `pooled_wakeups`): ``WakeupValues(Value, unwrapped)(None)``
+end of a wait for I/O), it builds a fresh ``outcome.Value(None)``, a frozen
+attrs class whose ``__init__`` is interpreted. `WakeupValues` stands in for
+the class where trio builds these (see ``_trio/_tweaks.py``,
+`pooled_wakeups`): ``WakeupValues(Value, unwrapped)(None)``
 returns a genuine ``Value(None)``, not yet unwrapped, taken from a ring of
 them when nothing but the ring refers to it any more. Nobody can tell a reused
 one from a new one: whoever held it before has let go of it. Any other
@@ -18,6 +17,11 @@ argument builds a new ``Value`` as before, and ``isinstance(x, factory)`` is
 (``outcome.Outcome._unwrapped``): a reused value gets that slot set back to
 False, the state of a new one. The count of references is CPython's, so this is
 for CPython with the GIL only (`pooled_wakeups` checks).
+
+The one attribute the builds do not share: `slot_offset`, where in the object
+the compiled module writes the used-mark (`pooled_wakeups` compares it with
+the layout it was written against); the twin writes through the descriptor,
+so its `slot_offset` is None.
 """
 
 from __future__ import annotations
@@ -38,6 +42,9 @@ class WakeupValues:
     unused ones when one is free (see the module docstring)."""
 
     __slots__ = ("value_type", "_unwrapped", "_ring", "_at")
+
+    #: Where the used-mark is written in the object; None: through its descriptor.
+    slot_offset: Any = None
 
     def __init__(self, value_type: Any, unwrapped: Any, size: int = RING_SIZE) -> None:
         if not isinstance(value_type, type):

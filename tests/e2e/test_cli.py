@@ -62,10 +62,8 @@ def test_load_server_by_module_and_errors(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("flags", "field", "value"),
     [
-        ((), "fifo_scheduling", True),
-        (("--no-fifo-scheduling",), "fifo_scheduling", False),
-        ((), "pooled_wakeups", True),
-        (("--no-pooled-wakeups",), "pooled_wakeups", False),
+        ((), "trio_tweaks", True),
+        (("--no-trio-tweaks",), "trio_tweaks", False),
         ((), "batch_end_sends", True),
         (("--no-batch-end-sends",), "batch_end_sends", False),
     ],

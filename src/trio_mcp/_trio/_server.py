@@ -50,7 +50,6 @@ from .._http._handler import (
 )
 from .._speedups import USING_EXTENSIONS
 from ._connection import ByteStream, Connection, DateCache
-from ._scheduling import fifo_batches, lean_instruments, pooled_wakeups
 from ._socketio import (
     RESOURCE_ERRNOS,
     BatchEndSender,
@@ -58,6 +57,8 @@ from ._socketio import (
     bind_listeners,
     close_listener,
 )
+from ._tweaks import applied as trio_tweaks
+from ._tweaks import lean_instruments
 from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 logger = logging.getLogger("trio_mcp.server")
@@ -507,18 +508,19 @@ def run(
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
     `around`, if given, is entered before serving and exited after (an
-    application's lifespan). Scheduler batches run first in, first out
-    unless ``config.fifo_scheduling`` is off, trio's wake-ups reuse their
-    values unless ``config.pooled_wakeups`` is off, and trio's per-step
-    instrument checks run at C speed (see ``_scheduling.py``).
+    application's lifespan). With ``config.trio_tweaks`` (the default), the
+    trio tweaks are in effect for the run on a tested trio (``_tweaks.py``).
     """
     import signal
 
+    settings = config or ServerConfig()
+
     async def main() -> None:
-        lean_instruments()
+        if tweaks.lean_instruments:
+            lean_instruments()
         lifespan = around if around is not None else contextlib.nullcontext()
         async with lifespan, trio.open_nursery() as nursery:
-            server: HTTPServer = await nursery.start(serve, handler, config)
+            server: HTTPServer = await nursery.start(serve, handler, settings)
             logger.info(
                 "serving on %s port %s", server.config.host, ", ".join(map(str, server.ports))
             )
@@ -528,6 +530,5 @@ def run(
                     server.shutdown()
                     break
 
-    settings = config or ServerConfig()
-    with fifo_batches(settings.fifo_scheduling), pooled_wakeups(settings.pooled_wakeups):
+    with trio_tweaks(settings.trio_tweaks) as tweaks:
         trio.run(main)

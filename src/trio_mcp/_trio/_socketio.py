@@ -1,60 +1,41 @@
-"""Listening sockets and a lean byte stream over a connected socket.
+"""Listening sockets, and a lean byte stream over an accepted connection.
 
 `SocketIO` talks to a non-blocking stdlib socket directly and waits with
 ``trio.lowlevel.wait_readable``/``wait_writable`` only when the kernel says it
-would block. Going through ``trio.SocketStream`` costs a conflict detector,
-two context managers and a scheduler round trip on every call, which was a
-quarter of the server's time per request; this class does the same job for the
-one task that owns the connection.
+would block. ``trio.SocketStream`` would add a conflict detector, two context
+managers and a trip through the scheduler to every call; this class does the
+same job for the one task that owns the connection. Where it departs from
+trio's habits, the rule and the reason it is safe:
 
-One deliberate departure from trio's rule that every async call is a
-checkpoint: a call that completes without waiting does not yield, except every
-`_YIELD_EVERY`-th such call. A connection whose client keeps it busy (say, by
-pipelining) therefore still yields and sees cancellation within a few
-requests, while the common case pays for no extra trip through the scheduler.
+- Checkpoints. trio makes every async call a checkpoint. Here a call that
+  completes without waiting is a schedule point and a cancel point only every
+  `_YIELD_EVERY`-th time (every call that waits is both, as trio's waits are).
+  Safe because the socket has one user, its connection's task, whose own
+  cancel scope carries the time limits and the server's cancellation: a busy
+  connection (one that never waits, say a client that pipelines) sees them
+  within `_YIELD_EVERY` calls, and each call between does bounded work (one
+  ``recv`` of at most ``receive_chunk_bytes``, or one ``send``), so it cannot
+  keep other tasks from running for longer than that.
+- Eager reads. After an answer, a busy server's next read yields first and
+  then reads, instead of registering the socket with epoll and waiting for
+  readiness: by the time the other runnable connections have had their turn,
+  the client's next request has usually arrived. A read that finds nothing
+  turns this off for the connection's next `_EAGER_PAUSE` answers (a quiet
+  server waits at once). The yield is a schedule point (trio's
+  ``cancel_shielded_checkpoint``, or the trap itself while the trio tweaks
+  are on: `use_schedule_point`) and, as above, a cancel point every
+  `_YIELD_EVERY` answers.
+- Batch-end sends (`BatchEndSender`, `SocketIO.hold`). The first
+  `_SEND_AT_ONCE` answers of a scheduler batch go at once; the rest are kept,
+  and the server's `BatchEndSender`, a trio instrument, sends them together
+  just before trio next waits for I/O, once every task of the batch has had
+  its turn. A client on the same host is then woken a few times per batch
+  instead of once per answer. The first answers go at once because a kept
+  answer leaves at the batch's end, and the next batch starts right after:
+  its connection's eager read would come too soon for the client's next
+  request unless other connections are read first.
 
-And one shortcut: after an answer, a busy server's next read yields first and
-then reads, instead of registering the socket with epoll and waiting for
-readiness (trio re-arms the registration on every wait, a system call each).
-By the time the other runnable connections have had their turn, the client's
-next request has usually arrived; when it has not, the connection waits
-normally for the next two answers before it tries again. On the echo benchmark
-this took the server from 16.0 to 13.0 µs of CPU per request.
-
-The pause is short because a waiting connection is read after every eager one
-of the next batch: answered last in a batch, it stays last while it waits, and
-each of its requests then waits about two batches instead of one (a pause of
-16 answers gave 3% less throughput and a 7% higher p99 under 64 busy
-connections).
-
-The yield after an answer is a schedule point but, like the calls above, a
-cancel point only every few answers (`_scheduling.schedule_point`, trio's
-``cancel_shielded_checkpoint`` without its wrappers, then a full
-``checkpoint`` when one is due): a connection kept busy sees
-cancellation within `_YIELD_EVERY` calls.
-
-Answers sent when the scheduler batch ends (`BatchEndSender`, `SocketIO.hold`):
-the first `_SEND_AT_ONCE` answers of a scheduler batch go at once; the rest
-are kept, and the server's `BatchEndSender`, a trio instrument, sends them
-together just before trio next waits for I/O, that is once all the tasks of
-the batch have had their turn. A client on the same host (a load generator, a
-reverse proxy) is then woken a few times per batch instead of once per answer;
-on loopback the kernel does that wake-up inside our ``send``, and it cost 8% of
-the server's CPU per request. Under 64 busy connections this gave 7-11% more
-2026-07-28 calls per second, a 10% lower p50 and about 1 µs less kernel time
-per call (wrk, see benchmarks/README.md).
-
-Why the first answers go at once: a kept answer leaves at the batch's end,
-and the next batch starts right after, so its connection's eager read comes
-too soon for the client's next request unless other connections are read
-first. Keeping every answer cost 4.5% of the calls per second with one
-connection and keeping all but the first cost 10% with four (misses, then
-waits for readiness); with the first eight going at once, one connection
-runs as before, four within 3% and sixteen gain 2.5%. The cost: a kept answer
-waits for the rest of its batch, at most the other runnable tasks' turns
-(about 1 ms with 64 busy connections, where it lowered p50 and p99 anyway).
-
-The rules that keep it an ordinary byte stream:
+The rules that keep batch-end sends an ordinary byte stream:
 
 - one answer is kept at a time: anything else written to the socket first
   sends the kept one, now (`release`), so bytes leave in the order written;
@@ -68,17 +49,21 @@ The rules that keep it an ordinary byte stream:
   reported by that next call as ``trio.BrokenResourceError``;
 - the instrument never raises (trio would drop it): `release` keeps errors
   for the connection's task.
+
+The measurements behind each choice are in benchmarks/README.md.
 """
 
 from __future__ import annotations
 
 import errno
 import socket
+from collections.abc import Awaitable, Callable
 from math import inf
 from typing import Final
 
 import trio
 from trio.lowlevel import (
+    cancel_shielded_checkpoint,
     checkpoint,
     notify_closing,
     wait_readable,
@@ -86,15 +71,27 @@ from trio.lowlevel import (
 )
 
 from .._config import ServerConfig
-from ._scheduling import schedule_point
 
+#: A call that completes without waiting is a schedule and cancel point once in this many.
 _YIELD_EVERY: Final = 8
 # The first answers of each scheduler batch go at once; the rest are held for
 # the batch's end (`BatchEndSender`).
 _SEND_AT_ONCE: Final = 8
+#: Answers after an eager read that found nothing before the next eager read.
 _EAGER_PAUSE: Final = 2
 # Accept errors that mean "out of resources": wait and retry rather than crash.
 RESOURCE_ERRNOS: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+
+
+#: The schedule point of an eager read (see the module docstring).
+_schedule_point: Callable[[], Awaitable[None]] = cancel_shielded_checkpoint
+
+
+def use_schedule_point(point: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[None]]:
+    """Make `point` the schedule point of eager reads; returns the one it replaces."""
+    global _schedule_point
+    previous, _schedule_point = _schedule_point, point
+    return previous
 
 
 class BatchEndSender(trio.abc.Instrument):
@@ -253,14 +250,13 @@ class SocketIO:
             if self._eager <= 0:
                 # A cancel point only every _YIELD_EVERY-th time: trio's
                 # checkpoint() is a cancel-shielded one plus a look at the
-                # task's cancel status (schedule_point: trio's trap, yielded
-                # directly).
+                # task's cancel status.
                 self._unchecked += 1
                 if self._unchecked >= _YIELD_EVERY:
                     self._unchecked = 0
                     await checkpoint()
                 else:
-                    await schedule_point()
+                    await _schedule_point()
                 # (the batch has ended: a kept answer went, or left work for us)
                 if self._held is not None or self._unsent is not None or self._failure is not None:
                     await self._finish_held()

@@ -1,35 +1,52 @@
-"""trio's scheduler while trio-mcp owns the trio run: FIFO batches (`fifo_batches`),
-instrument checks at C speed (`lean_instruments`) and reused wake-up values
-(`pooled_wakeups`); and `schedule_point`."""
+"""The trio tweaks (``_trio/_tweaks.py``): each stand-in on the installed trio
+(FIFO batches, lean instrument checks, reused wake-up values, direct schedule
+points); the rules that keep them safe (tested versions only, a changed
+layout refused, one setting); and the server running correctly without them."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import logging
+import os
+import random
+import signal
+import socket
 import sys
 import types
 import weakref
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import outcome
 import pytest
 import trio
 
-from trio_mcp import ServerConfig
+from trio_mcp import Request, Response, ServerConfig, _speedups
 from trio_mcp._speedups import WakeupValues
-from trio_mcp._trio import _scheduling, _server
-from trio_mcp._trio._scheduling import (
+from trio_mcp._trio import _server, _socketio, _tweaks
+from trio_mcp._trio._tweaks import (
+    direct_schedule_point,
     fifo_batches,
     lean_instruments,
     pooled_wakeups,
-    schedule_point,
 )
 
 _TASKS = 6
 _ROUNDS = 20
 
 trio_run_module = importlib.import_module("trio._core._run")
+trio_traps = importlib.import_module("trio._core._traps")
+_direct = direct_schedule_point(trio_traps)
+assert _direct is not None
+
+
+async def schedule_point() -> None:
+    """The direct schedule point on the installed trio."""
+    assert _direct is not None
+    await _direct()
 
 
 @pytest.fixture
@@ -109,24 +126,35 @@ class _Seen(Exception):
     pass
 
 
-@pytest.mark.parametrize("fifo", [True, False])
-def test_run_applies_the_setting_for_its_trio_run(fifo: bool) -> None:
+@pytest.mark.parametrize("enabled", [True, False])
+def test_run_applies_the_setting_for_its_trio_run(enabled: bool) -> None:
     original = trio_run_module._r
-    seen: list[bool] = []
+    seen: list[tuple[bool, bool, bool, bool]] = []
 
     @asynccontextmanager
     async def around() -> AsyncIterator[None]:
-        seen.append(trio_run_module._r is not original)
+        registry = trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments
+        seen.append(
+            (
+                trio_run_module._r is not original,
+                trio_run_module.Value is not outcome.Value,
+                type(registry).__contains__ is dict.__contains__,
+                _socketio._schedule_point is not trio.lowlevel.cancel_shielded_checkpoint,
+            )
+        )
         raise _Seen
         yield  # pragma: no cover
 
     async def handler(*args: object) -> None:  # pragma: no cover - never called
         raise AssertionError
 
+    assert ServerConfig().trio_tweaks is True
     with pytest.raises(_Seen):
-        _server.run(handler, ServerConfig(port=0, fifo_scheduling=fifo), around=around())
-    assert seen == [fifo]
+        _server.run(handler, ServerConfig(port=0, trio_tweaks=enabled), around=around())
+    assert seen == [(enabled, enabled, enabled, enabled)]
     assert trio_run_module._r is original
+    assert trio_run_module.Value is outcome.Value
+    assert _socketio._schedule_point is trio.lowlevel.cancel_shielded_checkpoint
 
 
 class _StepCounter(trio.abc.Instrument):
@@ -169,7 +197,7 @@ def test_lean_instruments_keeps_the_registry_and_answers_in_c() -> None:
 def test_lean_instruments_leaves_an_unknown_registry_alone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(_scheduling, "_lean_registry_class", lambda: None)
+    monkeypatch.setattr(_tweaks, "_lean_registry_class", lambda: None)
 
     async def main() -> bool:
         registry = trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments
@@ -180,34 +208,12 @@ def test_lean_instruments_leaves_an_unknown_registry_alone(
     assert not trio.run(main)
 
 
-def test_run_serves_with_lean_instruments() -> None:
-    seen: list[bool] = []
-
-    @asynccontextmanager
-    async def around() -> AsyncIterator[None]:
-        registry = trio_run_module.GLOBAL_RUN_CONTEXT.runner.instruments
-        seen.append(type(registry).__contains__ is dict.__contains__)
-        raise _Seen
-        yield  # pragma: no cover
-
-    async def handler(*args: object) -> None:  # pragma: no cover - never called
-        raise AssertionError
-
-    with pytest.raises(_Seen):
-        _server.run(handler, ServerConfig(port=0), around=around())
-    assert seen == [True]
-
-
 # ---- schedule_point ---------------------------------------------------------------
 
 
-def test_schedule_point_yields_trios_trap_on_the_installed_trio() -> None:
-    assert schedule_point is not trio.lowlevel.cancel_shielded_checkpoint
-
-
-def test_schedule_point_is_trios_function_without_the_trap() -> None:
-    without = _scheduling._schedule_point_for(types.SimpleNamespace())
-    assert without is trio.lowlevel.cancel_shielded_checkpoint
+def test_no_direct_schedule_point_without_the_trap() -> None:
+    assert direct_schedule_point(types.SimpleNamespace()) is None
+    assert direct_schedule_point(types.SimpleNamespace(CancelShieldedCheckpoint=object())) is None
 
 
 async def test_schedule_point_lets_the_other_runnable_tasks_run() -> None:
@@ -350,21 +356,175 @@ def test_trio_works_as_before_with_pooled_wakeups() -> None:
             trio.run(failing)
 
 
-@pytest.mark.parametrize("pooled", [True, False])
-def test_run_applies_the_pooled_wakeups_setting(pooled: bool) -> None:
-    seen: list[bool] = []
+# ---- the rules: tested versions only, a changed layout refused ---------------------
+
+
+def _untouched() -> bool:
+    return (
+        isinstance(trio_run_module._r, random.Random)
+        and trio_run_module.Value is outcome.Value
+        and _socketio._schedule_point is trio.lowlevel.cancel_shielded_checkpoint
+    )
+
+
+def test_the_installed_pair_is_a_tested_one() -> None:
+    # CI installs each tested pair (.ci/run); elsewhere this says what to pin
+    assert _tweaks.installed_versions() in _tweaks.TESTED_VERSIONS, _tweaks.refusal(
+        _tweaks.installed_versions()
+    )
+
+
+def test_every_tested_pair_has_its_ci_constraints() -> None:
+    ci = Path(__file__).resolve().parents[2] / ".ci"
+    for trio_version, outcome_version in _tweaks.TESTED_VERSIONS:
+        pins = (ci / f"trio-{trio_version}-outcome-{outcome_version}.txt").read_text()
+        assert f"trio=={trio_version}\n" in pins
+        assert f"outcome=={outcome_version}\n" in pins
+
+
+def test_all_tweaks_are_on_for_a_tested_pair(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "trio_mcp.server")
+    with _tweaks.applied(True, next(iter(_tweaks.TESTED_VERSIONS))) as tweaks:
+        assert tweaks.names == [
+            "fifo_batches",
+            "pooled_wakeups",
+            "direct_schedule_points",
+            "lean_instruments",
+        ]
+        assert not _untouched()
+    assert _untouched()
+    assert "trio tweaks on: fifo_batches, pooled_wakeups" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "versions",
+    [("0.36.0", "1.3.0.post0"), ("0.35.0", "1.4.0"), ("0.34.0", "1.3.0"), ("0.35.0rc1", "")],
+)
+def test_no_tweak_on_an_untested_pair(
+    versions: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, "trio_mcp.server")
+    with _tweaks.applied(True, versions) as tweaks:
+        assert tweaks == _tweaks.Tweaks()
+        assert tweaks.names == []
+        assert _untouched()
+    assert "is not a tested pair" in caplog.text
+    assert "trio tweaks on" not in caplog.text
+
+
+def test_the_setting_turns_them_all_off() -> None:
+    with _tweaks.applied(False, next(iter(_tweaks.TESTED_VERSIONS))) as tweaks:
+        assert tweaks.names == []
+        assert _untouched()
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        {"basicsize": _tweaks.VALUE_LAYOUT["basicsize"] + 8},
+        {"unwrapped_offset": _tweaks.VALUE_LAYOUT["unwrapped_offset"] + 8},
+    ],
+    ids=["Value's size", "the used-mark's offset"],
+)
+def test_reused_wakeups_refuse_a_changed_layout(
+    monkeypatch: pytest.MonkeyPatch, layout: dict[str, int]
+) -> None:
+    monkeypatch.setattr(_tweaks, "VALUE_LAYOUT", {**_tweaks.VALUE_LAYOUT, **layout})
+    if "unwrapped_offset" in layout and not _speedups.USING_EXTENSIONS:
+        # the twin writes through the descriptor: it has no offset to compare
+        with pooled_wakeups() as active:
+            assert active
+        return
+    with pooled_wakeups() as active:
+        assert not active
+        assert trio_run_module.Value is outcome.Value
+    with _tweaks.applied(True, next(iter(_tweaks.TESTED_VERSIONS))) as tweaks:
+        assert not tweaks.pooled_wakeups
+        assert tweaks.fifo_batches  # the others are checked on their own
+        assert trio_run_module.Value is outcome.Value
+
+
+def test_the_compiled_stand_in_writes_where_the_layout_says() -> None:
+    unwrapped = outcome.Outcome.__dict__["_unwrapped"]
+    stand_in = WakeupValues(outcome.Value, unwrapped)
+    assert outcome.Value.__basicsize__ == _tweaks.VALUE_LAYOUT["basicsize"]
+    if _speedups.USING_EXTENSIONS:
+        assert stand_in.slot_offset == _tweaks.VALUE_LAYOUT["unwrapped_offset"]
+    else:
+        assert stand_in.slot_offset is None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _serve_and_ask(config: ServerConfig, during: list[bool]) -> bytes:
+    """Run a real server with `config` (trio-mcp's own `run`), ask it one
+    request over a socket, then stop it with SIGTERM; the answer's bytes.
+    `during` gets whether trio was untouched while it served."""
+    port = _free_port()
+    replies: list[bytes] = []
+
+    async def handler(request: Request) -> Response:
+        await trio.lowlevel.checkpoint()
+        return Response(200, [], b"served " + request.body)
+
+    async def client() -> None:
+        with trio.fail_after(10):
+            while True:
+                try:
+                    stream = await trio.open_tcp_stream("127.0.0.1", port)
+                    break
+                except OSError:
+                    await trio.sleep(0.01)
+            async with stream:
+                await stream.send_all(
+                    b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi"
+                )
+                data = b""
+                while chunk := await stream.receive_some(4096):
+                    data += chunk
+        replies.append(data)
+        during.append(_untouched())
+        os.kill(os.getpid(), signal.SIGTERM)
 
     @asynccontextmanager
     async def around() -> AsyncIterator[None]:
-        seen.append(trio_run_module.Value is not outcome.Value)
-        raise _Seen
-        yield  # pragma: no cover
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(client)
+            yield
 
-    async def handler(*args: object) -> None:  # pragma: no cover - never called
-        raise AssertionError
+    _server.run(handler, dataclasses.replace(config, port=port), around=around())
+    return replies[0]
 
-    assert ServerConfig().pooled_wakeups is True
-    with pytest.raises(_Seen):
-        _server.run(handler, ServerConfig(port=0, pooled_wakeups=pooled), around=around())
-    assert seen == [pooled]
-    assert trio_run_module.Value is outcome.Value
+
+@pytest.mark.parametrize(
+    ("why", "versions", "layout"),
+    [
+        ("an untested trio", ("0.99.0", "1.3.0.post0"), None),
+        ("an untested outcome", ("0.35.0", "9.9"), None),
+        ("a changed Value layout", None, {"basicsize": 1}),
+    ],
+)
+def test_the_server_runs_correctly_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+    why: str,
+    versions: tuple[str, str] | None,
+    layout: dict[str, int] | None,
+) -> None:
+    if versions is not None:
+        monkeypatch.setattr(_tweaks, "installed_versions", lambda: versions)
+    if layout is not None:
+        monkeypatch.setattr(_tweaks, "VALUE_LAYOUT", {**_tweaks.VALUE_LAYOUT, **layout})
+    during: list[bool] = []
+    reply = _serve_and_ask(ServerConfig(), during)
+    assert reply.startswith(b"HTTP/1.1 200 ")
+    assert reply.endswith(b"\r\n\r\nserved hi")
+    if layout is None:
+        assert during == [True]  # nothing of trio's was stood in for
+    else:
+        assert trio_run_module.Value is outcome.Value
+    assert _untouched()
