@@ -20,44 +20,39 @@ There are two kinds of compiled module:
 Cython knows the type of little on the request path (annotations are not used
 for typing, so the ``.py`` stays an exact twin), and what it does not know it
 reaches through CPython's generic machinery. Seven habits of this code come
-from that, each measured with ``benchmarks/instructions.py``:
+from that; each was measured with ``benchmarks/instructions.py`` (the numbers
+are in benchmarks/README.md) and belongs only where a request passes:
 
 - dict methods are called through the class, ``dict.get(d, key)``, not
   ``d.get(key)``: Cython then calls the C function directly instead of
   looking ``get`` up by name on an object of unknown type (the same for
-  ``dict.setdefault`` and ``dict.pop``). Doing so for the two dozen ``get``
-  calls of a request took 5.4% off a ``tools/call``'s instructions. Only for
-  values that are always a ``dict``;
+  ``dict.setdefault`` and ``dict.pop``). Only for values that are always a
+  ``dict``;
 - classes with a ``.pxd`` (C types) are created with positional arguments:
   keywords make a dict per call on the way to their ``__init__``;
 - ``Enum`` members read per request are module globals: through their class,
   CPython 3.11 takes a slow path for each;
-- a synchronous method that a class calls on itself per request is declared
-  ``cpdef`` in its ``.pxd``, so that call is a C call (from elsewhere it is
-  called as before);
+- a synchronous method that a class calls on itself, or another compiled
+  module calls, per request is declared ``cpdef`` in its ``.pxd``, so that
+  call is a C call (from elsewhere it is called as before);
 - a method with optional arguments is not called on a value of unknown type
-  per request (``buf.startswith(x, pos)`` cost about 1,000 instructions):
-  an ``in`` test or indexing does the common case, and a local that is always
-  ``bytes`` is typed in the ``.pxd`` (``@cython.locals`` on a ``cpdef``
-  declaration), which makes its ``decode`` a C call. With these, the two
-  request-line decodes, the 2026 envelope's two header decodes and the
-  target split took 2.8% off a ``tools/call``, 3.9% off a 2026 call and 5.1%
-  off an initialize cycle;
+  per request (``buf.startswith(x, pos)``): an ``in`` test or indexing does
+  the common case, and a local that is always ``bytes`` is typed in the
+  ``.pxd`` (``@cython.locals`` on a ``cpdef`` declaration), which makes its
+  ``decode`` a C call;
 - an attribute that always holds one of our C types is declared with that
   type in the ``.pxd`` (``cdef public SessionTable sessions``, cimported from
   the other module's ``.pxd``), and so is a local in a ``cpdef`` method
   (``@cython.locals``): its attributes are then struct reads and its
   ``cpdef`` methods C calls. A synchronous part of a coroutine that touches
   several such objects becomes a ``cpdef`` method of its own
-  (``ResponseWriter._respond_now``). Assigning a value of another type is a
+  (``ConnectionWriter._respond_now``). Assigning a value of another type is a
   TypeError in the compiled build only, so this is for values our own code
-  creates. Together with a typed ``full_response`` argument this took
-  another 3% off a ``tools/call``;
+  creates;
 - what is read per request from another module is imported by name
   (``from math import inf``, ``from functools import partial``): a module
-  global is a cached lookup, ``math.inf`` a global lookup and then a module
-  attribute lookup, about 270 instructions (1.8% of a ``tools/call``, three
-  reads and one ``partial``).
+  global is one cached lookup, ``math.inf`` a global lookup and then a module
+  attribute lookup.
 """
 
 from __future__ import annotations
