@@ -4,6 +4,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 import trio
+from _stores_copying import copying_stores
 from _support import load_example
 
 from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
@@ -13,16 +14,22 @@ everything = load_example("everything").server
 StartMCP = Callable[..., Awaitable[HTTPServer]]
 
 
-@pytest.fixture
-async def start_mcp(nursery: trio.Nursery) -> AsyncIterator[StartMCP]:
-    """Serve an MCP app (the everything example by default) on a free loopback port."""
+@pytest.fixture(params=["memory stores", "copying stores"])
+async def start_mcp(
+    nursery: trio.Nursery, request: pytest.FixtureRequest
+) -> AsyncIterator[StartMCP]:
+    """Serve an MCP app (the everything example by default) on a free loopback port,
+    once on the memory stores and once on stores that copy on every read and
+    wait on every call (``_stores_copying.py``)."""
     servers: list[HTTPServer] = []
+    copying = request.param == "copying stores"
 
     async def factory(app=everything, authenticate=None, **config: object) -> HTTPServer:
         mcp_config = MCPConfig(http=ServerConfig(port=0), **config)  # type: ignore[arg-type]
+        stores = copying_stores(mcp_config) if copying else None
         server: HTTPServer = await nursery.start(
             lambda task_status: serve_mcp(
-                app, mcp_config, authenticate=authenticate, task_status=task_status
+                app, mcp_config, authenticate=authenticate, stores=stores, task_status=task_status
             )
         )
         servers.append(server)

@@ -44,7 +44,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_http": frozenset({"base", "speedups"}),
     "_protocol": frozenset({"base", "speedups", "_http"}),
     "_app": frozenset({"base", "speedups", "_protocol"}),
-    "_stores": frozenset({"base", "speedups", "_protocol"}),
+    "_stores": frozenset({"base", "speedups", "_http", "_protocol"}),
     "_trio": frozenset({"base", "speedups", "_http"}),
     "_mcp": frozenset({"base", "speedups", "_http", "_protocol", "_app", "_stores", "_trio"}),
     "_bench": frozenset({"base"}),

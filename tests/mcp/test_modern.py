@@ -676,9 +676,10 @@ def test_the_modern_methods_follow_what_is_registered() -> None:
     """The set is cached, but a tool added or removed later changes it at once."""
     from trio_mcp import Server
     from trio_mcp._mcp._dispatch import Dispatcher
+    from trio_mcp._stores._sessions import MemorySessionStore
 
     app = Server("gated")
-    dispatch = Dispatcher(app)
+    dispatch = Dispatcher(app, MemorySessionStore(1, 1.0))
     assert dispatch.modern_methods() == {"server/discover"}
 
     async def echo(text: str) -> str:

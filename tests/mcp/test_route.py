@@ -6,6 +6,7 @@ answer is the same as without one, only deferred."""
 from __future__ import annotations
 
 import pytest
+from _stores_copying import copying_stores
 from _support import initialize_body, mcp_post
 from mcp_fixtures import everything
 
@@ -57,12 +58,12 @@ ANSWERED_AT_ONCE = {
     "initialize from an allowed origin": mcp_post(
         initialize_body(), extra=[(b"Origin", b"http://localhost:5173")]
     ),
+    "unknown session": mcp_post(TOOLS_LIST, session="x" * 32, version="2025-11-25"),
     "origin refused": mcp_post(initialize_body(), extra=[(b"Origin", b"https://evil.example")]),
     "not acceptable": mcp_post(initialize_body(), accept=b"text/html"),
     "not JSON": mcp_post(initialize_body(), content_type=b"text/plain"),
     "broken JSON": mcp_post(b"{nope"),
     "no session": mcp_post(TOOLS_LIST, version="2025-11-25"),
-    "unknown session": mcp_post(TOOLS_LIST, session="x" * 32, version="2025-11-25"),
     "notification": mcp_post({"jsonrpc": "2.0", "method": "notifications/initialized"}),
     "OPTIONS": b"OPTIONS /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
     "another path": mcp_post(initialize_body(), path=b"/other"),
@@ -83,11 +84,22 @@ async def test_route_answers_at_once_and_a_hook_only_defers(raw: bytes) -> None:
         assert comparable(await answered(later)) == comparable(now)
 
 
+@pytest.mark.parametrize("raw", list(ANSWERED_AT_ONCE.values()), ids=list(ANSWERED_AT_ONCE))
+async def test_with_a_store_that_waits_the_same_answers_are_deferred(raw: bytes) -> None:
+    config = MCPConfig()
+    plain = MCPEndpoint(everything, config)
+    waiting = MCPEndpoint(everything, config, stores=copying_stores(config))
+    async with plain.running(), waiting.running():
+        now = plain.route(parsed(raw))
+        later = waiting.route(parsed(raw))
+        assert type(now) is Response
+        assert comparable(await answered(later)) == comparable(now)
+
+
 async def test_a_call_is_deferred() -> None:
     endpoint = MCPEndpoint(everything, MCPConfig())
     async with endpoint.running():
-        hello = endpoint.route(parsed(mcp_post(initialize_body())))
-        assert type(hello) is Response
+        hello = await answered(endpoint.route(parsed(mcp_post(initialize_body()))))
         session = dict(hello.headers)[b"mcp-session-id"].decode()
         call = parsed(mcp_post(TOOLS_LIST, session=session, version="2025-11-25"))
         assert type(endpoint.route(call)) is DeferredResponse

@@ -8,7 +8,8 @@ import trio
 from _support import EventReader, connect, initialize_body, mcp_post
 
 from trio_mcp import Context, Server
-from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits, MemoryEventStore
+from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
+from trio_mcp._stores._events import MemoryEventStore
 
 
 async def open_session(port: int, capabilities: dict | None = None) -> str:
@@ -459,7 +460,7 @@ async def test_a_broadcast_is_buffered_at_settle_or_at_the_next_call() -> None:
 async def test_a_broadcast_is_buffered_once_its_frames_are_out(start_mcp) -> None:
     app = notifying_app()
     server = await start_mcp(app)
-    store = server.handler.events
+    store = server.handler.stores.events
     port = server.ports[0]
     session = await open_session(port)
     with trio.fail_after(10):
@@ -573,7 +574,7 @@ async def test_expired_sessions_release_their_buffers_but_listening_ones_live(st
             await reader.event()
             app.log("info", "kept for resumption")
             await reader.message()
-            assert idle in endpoint.events._sessions
+            assert idle in endpoint.stores.events._sessions
             await trio.sleep(1.5)  # several idle timeouts and sweeps
             async with await connect(port) as other:
                 ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
@@ -581,6 +582,6 @@ async def test_expired_sessions_release_their_buffers_but_listening_ones_live(st
                 assert (await other.read_reply()).status == 404  # expired
                 await other.send(mcp_post(ping, session=listening, version="2025-11-25"))
                 assert (await other.read_reply()).status == 200  # its stream keeps it alive
-    assert idle not in {s.id for s in endpoint.sessions.live()}
-    assert idle not in endpoint.events._sessions  # its buffers went with it
-    assert listening in endpoint.events._sessions
+    assert idle not in {s.id for s in endpoint.stores.sessions.table.live()}
+    assert idle not in endpoint.stores.events._sessions  # its buffers went with it
+    assert listening in endpoint.stores.events._sessions

@@ -31,14 +31,39 @@ def test_idle_sessions_expire() -> None:
     assert sessions.get(session.id, now=299) is None
 
 
-def test_time_inside_a_request_does_not_count() -> None:
+def test_a_touched_session_does_not_expire() -> None:
+    # the owner touches the sessions it is busy with (a request running, a
+    # stream open) at each sweep
+    sessions = table(idle=100)
+    busy = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    idle = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    for now in range(50, 10_001, 50):
+        sessions.touch([busy.id, "unknown"], now=now)
+        assert sessions.expire(now=now) == ([idle] if now == 150 else [])
+    assert sessions.get(busy.id, now=10_050) is busy
+    assert sessions.expire(now=10_151) == [busy]
+
+
+def test_a_session_found_expired_by_get_is_reported_once() -> None:
     sessions = table(idle=100)
     session = sessions.create(None, "2025-11-25", {}, {}, now=0)
-    sessions.begin_request(session)
-    assert sessions.expire(now=10_000) == []
-    sessions.end_request(session, now=10_000)
-    assert sessions.get(session.id, now=10_050) is session
-    assert sessions.expire(now=10_151) == [session]
+    assert sessions.get(session.id, now=101) is None
+    assert sessions.expire(now=101) == [session]
+    assert sessions.expire(now=102) == []
+
+
+def test_subscribed_and_copies() -> None:
+    sessions = table()
+    a = sessions.create(None, "2025-11-25", {"roots": {}}, {}, now=0)
+    b = sessions.create(None, "2025-11-25", {}, {}, now=0)
+    a.subscriptions.add("x://1")
+    assert sessions.subscribed("x://1") == [a]
+    twin = a.copy()
+    twin.subscriptions.add("x://2")
+    twin.client_capabilities["sampling"] = {}
+    assert a.subscriptions == {"x://1"} and "sampling" not in a.client_capabilities
+    assert (twin.id, twin.principal, twin.protocol_version) == (a.id, a.principal, "2025-11-25")
+    assert sessions.subscribed("x://2") == [] and b not in sessions.subscribed("x://1")
 
 
 def test_full_table_makes_room_from_expired_sessions_only() -> None:

@@ -4,5 +4,5 @@
 cimport cython
 
 cdef class Dispatcher:
-    cdef public object app, methods, _modern_for, _modern_methods
+    cdef public object app, sessions, methods, _modern_for, _modern_methods
     cpdef modern_methods(self)

@@ -25,6 +25,7 @@ from .._protocol._envelope import ALL_VERSIONS
 from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from .._protocol._logging import LOG_LEVELS
 from .._protocol._revisions import at_least
+from .._stores._sessions import SessionStore
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -32,10 +33,12 @@ logger = logging.getLogger("trio_mcp.endpoint")
 class Dispatcher:
     """Answers MCP requests from the functions registered on `app`."""
 
-    __slots__ = ("app", "methods", "_modern_for", "_modern_methods")
+    __slots__ = ("app", "sessions", "methods", "_modern_for", "_modern_methods")
 
-    def __init__(self, app: Server) -> None:
+    def __init__(self, app: Server, sessions: SessionStore) -> None:
         self.app = app
+        #: Where subscriptions and log levels are kept.
+        self.sessions = sessions
         #: JSON-RPC method name -> handler(params, ctx, session, version) -> result.
         self.methods: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
@@ -197,7 +200,7 @@ class Dispatcher:
     ) -> dict[str, Any]:
         uri = _uri(params)
         if session is not None:
-            session.subscriptions.add(uri)
+            await self.sessions.subscribe(session.id, uri)
         return {}
 
     async def _resources_unsubscribe(
@@ -205,7 +208,7 @@ class Dispatcher:
     ) -> dict[str, Any]:
         uri = _uri(params)
         if session is not None:
-            session.subscriptions.discard(uri)
+            await self.sessions.unsubscribe(session.id, uri)
         return {}
 
     async def _prompts_list(
@@ -243,7 +246,7 @@ class Dispatcher:
         if level not in LOG_LEVELS:
             raise MCPError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
         if session is not None:
-            session.log_level = level
+            await self.sessions.set_log_level(session.id, level)
         return {}
 
     async def _completion_complete(

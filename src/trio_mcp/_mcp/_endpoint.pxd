@@ -6,7 +6,6 @@
 cimport cython
 from trio_mcp._http._connection cimport Request
 from trio_mcp._protocol._admission cimport Admission
-from trio_mcp._protocol._sessions cimport SessionTable
 from trio_mcp._mcp._fanout cimport Broadcaster, Sweeper
 from trio_mcp._mcp._handshake cimport Handshake
 from trio_mcp._mcp._http_sse cimport HTTPSSETransport
@@ -15,9 +14,8 @@ from trio_mcp._mcp._runner cimport RequestRunner
 from trio_mcp._mcp._sessions_era cimport SessionsTransport
 
 cdef class MCPEndpoint:
-    cdef public object app, config, authenticate, events, _paths, _sse_paths
+    cdef public object app, config, authenticate, stores, _paths, _sse_paths
     cdef public Admission admission
-    cdef public SessionTable sessions
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster
     cdef public Sweeper sweeper

@@ -30,7 +30,6 @@ from .._json import dumps
 from .._protocol._admission import ALLOW, Admission, cors_headers, preflight_headers
 from .._protocol._answers import JSON_HEADERS, refuse, rejection_response
 from .._protocol._envelope import MODERN_VERSIONS, is_modern
-from .._protocol._events import EventLimits, EventStore, MemoryEventStore
 from .._protocol._jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
@@ -42,7 +41,7 @@ from .._protocol._jsonrpc import (
 from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._request_state import StateSealer
 from .._protocol._revisions import HEADERLESS_VERSION
-from .._protocol._sessions import SessionTable
+from .._stores._stores import Stores, memory_stores
 from .._trio._server import HTTPServer, run, serve
 from ._fanout import Broadcaster, Sweeper, sweep_interval_s
 from ._handshake import Handshake
@@ -69,8 +68,7 @@ class MCPEndpoint:
         "config",
         "authenticate",
         "admission",
-        "sessions",
-        "events",
+        "stores",
         "runner",
         "broadcaster",
         "sweeper",
@@ -88,26 +86,15 @@ class MCPEndpoint:
         config: MCPConfig | None = None,
         *,
         authenticate: Authenticator | None = None,
+        stores: Stores | None = None,
     ) -> None:
         self.app = app
         self.config = config = config or MCPConfig()
         self.authenticate = authenticate
         self.admission = Admission(config.allowed_hosts, config.allowed_origins, config.http.host)
-        self.sessions = SessionTable(
-            config.max_sessions,
-            config.session_idle_timeout_s,
-            # the sweeper stamps the table's clock: two of its intervals of grace
-            grace_s=2 * sweep_interval_s(config),
-        )
-        #: Where the events of session streams wait for a client that resumes.
-        self.events: EventStore = MemoryEventStore(
-            EventLimits(
-                config.event_buffer_events,
-                config.event_buffer_bytes,
-                config.event_buffer_age_s,
-                config.event_buffer_session_bytes,
-            )
-        )
+        #: Where the endpoint keeps shared state: the sessions' records, their
+        #: events, the live streams and the requests in flight.
+        self.stores = stores or memory_stores(config, grace_s=2 * sweep_interval_s(config))
         sealer = StateSealer(
             [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
         )
@@ -117,21 +104,18 @@ class MCPEndpoint:
                 "own random key, so other processes on the same port will refuse it; set the "
                 "same keys on every worker"
             )
-        self.runner = RequestRunner(app, config, self.sessions, sealer)
-        self.broadcaster = Broadcaster(config, self.sessions, self.events)
-        self.sweeper = Sweeper(config, self.sessions, self.events)
+        stores = self.stores
+        self.runner = RequestRunner(app, config, stores, sealer)
+        self.broadcaster = Broadcaster(config, stores)
+        self.sweeper = Sweeper(config, stores)
         self.handshake = Handshake(app)
         self.streamable = SessionsTransport(
-            config,
-            self.sessions,
-            self.events,
-            self.runner,
-            self.broadcaster,
-            self.sweeper,
-            self.handshake,
+            config, stores, self.runner, self.broadcaster, self.sweeper, self.handshake
         )
-        self.modern = ModernTransport(app, config, self.runner, self.broadcaster, self.handshake)
-        self.http_sse = HTTPSSETransport(config, self.sessions, self.runner, self.handshake)
+        self.modern = ModernTransport(
+            app, config, stores, self.runner, self.broadcaster, self.handshake
+        )
+        self.http_sse = HTTPSSETransport(config, stores, self.runner, self.sweeper, self.handshake)
         self._paths = frozenset({config.path, config.path + "/"})
         self._sse_paths = (
             frozenset({config.sse_path, config.messages_path})
@@ -166,9 +150,9 @@ class MCPEndpoint:
                 response = Response(405, [(b"allow", b"POST, OPTIONS")])
             elif method == "GET":
                 self.admission.check_get_head(request)
-                response = self._authenticated(self.streamable.get, request, cors)
+                response = self._with_principal(self.streamable.get, request, cors)
             elif method == "DELETE":
-                response = self._authenticated(self.streamable.delete, request, cors)
+                response = self._with_principal(self.streamable.delete, request, cors)
             elif method == "OPTIONS":
                 if cors and request.header(b"access-control-request-method") is not None:
                     # a CORS preflight: answered before (and without) authentication
@@ -281,11 +265,7 @@ class MCPEndpoint:
         Listen streams end with their final response, GET streams and HTTP+SSE
         streams simply end (their clients reconnect, to another replica).
         """
-        self.broadcaster.close_listeners()
-        for session in self.sessions.live():
-            if session.get_stream is not None:
-                session.get_stream.close()
-                session.get_stream = None
+        self.stores.bus.close_all()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPEndpoint]:
@@ -305,7 +285,7 @@ class MCPEndpoint:
             finally:
                 self.app.listeners.remove(self.broadcaster.on_app_event)
                 self.http_sse.nursery = None
-                self.broadcaster.close_listeners()
+                self.stores.bus.close_all()
                 nursery.cancel_scope.cancel()  # the sweeper and any HTTP+SSE requests
                 self.runner.lifespan_state = None
 
@@ -332,11 +312,12 @@ async def serve_mcp(
     config: MCPConfig | None = None,
     *,
     authenticate: Authenticator | None = None,
+    stores: Stores | None = None,
     task_status: trio.TaskStatus[HTTPServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `app` over Streamable HTTP until the server is shut down (see `serve`)."""
     config = config or MCPConfig()
-    endpoint = MCPEndpoint(app, config, authenticate=authenticate)
+    endpoint = MCPEndpoint(app, config, authenticate=authenticate, stores=stores)
     async with endpoint.running():
         await serve(endpoint, config.http, task_status=task_status)
 

@@ -4,17 +4,15 @@
 # cpdef line makes a def method one the class calls on itself, or another
 # compiled module calls, per request a C call (it stays callable from Python).
 cimport cython
-from trio_mcp._protocol._sessions cimport SessionTable
 from trio_mcp._mcp._streams cimport Listener
 
 @cython.final
 cdef class Broadcaster:
-    cdef public object config, events, listeners, _send, _now
-    cdef public SessionTable sessions
+    cdef public object config, sessions, events, bus, _send, _now
     @cython.locals(listener=Listener)
     cpdef deliver_to_listeners(self, method, params, uri)
+    cpdef close_stream(self, session, number)
 
 @cython.final
 cdef class Sweeper:
-    cdef public object events, interval_s
-    cdef public SessionTable sessions
+    cdef public object sessions, events, bus, requests, interval_s

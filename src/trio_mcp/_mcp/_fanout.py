@@ -5,9 +5,10 @@ updates, log messages not tied to a request) and delivers each to every
 interested stream: the GET streams of the 2025 sessions (numbered and kept
 for resumption) and the 2026-07-28 subscriptions/listen streams. It also
 numbers and keeps the events of the sessions' POST streams (`publish`,
-`priming_event`: the `EventPublisher` the streams are given). `Sweeper`
-expires idle sessions and old events on a timer, and `release` frees what an
-ended session held, for every way a session ends.
+`priming_event`, `open_stream`: the `EventPublisher` the streams are given).
+`Sweeper` expires idle sessions and old events on a timer, and `release`
+frees what an ended session held, for every way a session ends. Both reach
+shared state only through the stores.
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ import trio
 
 from .._config import MCPConfig
 from .._json import dumps
-from .._protocol._events import EventStore
 from .._protocol._logging import LOG_LEVELS
-from .._protocol._sessions import Session, SessionTable
+from .._protocol._sessions import Session
 from .._speedups import format_event
-from ._streams import MESSAGE, Listener
+from .._stores._stores import Stores
+from ._streams import MESSAGE, PostStream
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -43,16 +44,13 @@ LISTEN_METHODS: Final = {
 class Broadcaster:
     """Delivers notifications to the streams that want them (module docstring)."""
 
-    __slots__ = ("config", "sessions", "events", "listeners", "_send", "_now")
+    __slots__ = ("config", "sessions", "events", "bus", "_send", "_now")
 
-    def __init__(self, config: MCPConfig, sessions: SessionTable, events: EventStore) -> None:
+    def __init__(self, config: MCPConfig, stores: Stores) -> None:
         self.config = config
-        self.sessions = sessions
-        self.events = events
-        #: Open 2026-07-28 subscriptions/listen streams, in the order they
-        #: opened (a dict for that order): a fan-out walks them as they were
-        #: allocated, which keeps the walk's memory accesses in order.
-        self.listeners: dict[Listener, None] = {}
+        self.sessions = stores.sessions
+        self.events = stores.events
+        self.bus = stores.bus
         #: Where the application's notifications wait, while `run` runs.
         self._send: trio.MemorySendChannel[tuple[str, dict[str, Any], str | None]] | None = None
         #: trio.current_time; the run's clock itself (two calls fewer) while running.
@@ -90,10 +88,9 @@ class Broadcaster:
         data = dumps({"jsonrpc": "2.0", "method": method, "params": params})
         is_log = method == "notifications/message"
         targets = [
-            session
-            for session in self.sessions.live()
-            if (uri is None or uri in session.subscriptions)
-            and not (
+            session.id
+            for session in await self.sessions.audience(uri)
+            if not (
                 is_log
                 and session.log_level is not None
                 and LOG_LEVELS[params["level"]] < LOG_LEVELS[session.log_level]
@@ -101,20 +98,15 @@ class Broadcaster:
         ]
         now = self._now()  # one clock reading per broadcast
         events = self.events
+        bus = self.bus
         # One store call per slice of sessions: few calls, and the first
         # streams get the event before the last ones are numbered. The
         # buffers for resumption are written after the last frame is out.
         try:
             for start in range(0, len(targets), _BROADCAST_SLICE):
                 part = targets[start : start + _BROADCAST_SLICE]
-                event_ids = await events.append_many([s.id for s in part], 0, data, now)
-                for session, event_id in zip(part, event_ids, strict=True):
-                    # publish()'s rule for the GET stream, inline: it runs per session
-                    outbox = session.get_stream
-                    if outbox is not None:
-                        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
-                        if not outbox.offer(frame, now):
-                            session.get_stream = None
+                event_ids = await events.append_many(part, 0, data, now)
+                await bus.deliver(part, event_ids, data, now)
         finally:
             events.settle()
 
@@ -129,8 +121,8 @@ class Broadcaster:
         if inner:
             head += inner + b","
         now = self._now()
-        listeners = self.listeners
-        for listener in list(listeners):
+        bus = self.bus
+        for listener in bus.listeners():
             if uri is not None:
                 if uri not in dict.get(listener.honored, "resourceSubscriptions", ()):
                     continue
@@ -138,25 +130,23 @@ class Broadcaster:
                 continue
             frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
             if not listener.outbox.offer(frame, now):
-                listeners.pop(listener, None)  # too slow: the client must listen again
+                bus.unlisten(listener)  # too slow: the client must listen again
 
     async def publish(
         self, session: Session, number: int, data: bytes, now: float | None = None
     ) -> bytes:
         """Store `data` as the next event of stream `number`; returns its SSE frame.
 
-        For the GET stream (0) the frame also goes to the attached client, if
+        For the GET stream (0) the event also goes to the attached client, if
         any; one that cannot keep up is detached and must resume. `now`, when
         the caller knows it, saves reading the clock.
         """
         if now is None:
             now = self._now()
         event_id = await self.events.append(session.id, number, data, now)
-        frame = format_event(data, event_id=event_id.encode(), event=MESSAGE)
-        outbox = session.get_stream
-        if number == 0 and outbox is not None and not outbox.offer(frame, now):
-            session.get_stream = None
-        return frame
+        if number == 0:
+            await self.bus.send(session.id, event_id, data, now)
+        return format_event(data, event_id=event_id.encode(), event=MESSAGE)
 
     async def priming_event(self, session: Session, number: int) -> bytes:
         """SEP-1699: an event with an id (and the retry hint) and no data, so a
@@ -164,44 +154,51 @@ class Broadcaster:
         event_id = await self.events.append(session.id, number, b"", self._now())
         return format_event(b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms)
 
-    def close_listeners(self) -> None:
-        """End every listen stream (each sends its final response)."""
-        for listener in list(self.listeners):
-            listener.outbox.close()
+    async def open_stream(self, session: Session, stream: PostStream) -> int:
+        """Number the session's next POST stream; a GET that resumes it while it
+        is produced gets its live events."""
+        number = await self.events.open_stream(session.id)
+        self.bus.producing(session.id, number, stream)
+        return number
+
+    def close_stream(self, session: Session, number: int) -> None:
+        self.bus.produced(session.id, number)
 
 
 class Sweeper:
     """Expires idle sessions and old events, and frees what ended sessions held."""
 
-    __slots__ = ("sessions", "events", "interval_s")
+    __slots__ = ("sessions", "events", "bus", "requests", "interval_s")
 
-    def __init__(self, config: MCPConfig, sessions: SessionTable, events: EventStore) -> None:
-        self.sessions = sessions
-        self.events = events
-        #: How often idle sessions and old events are swept; the session table's
-        #: grace of two intervals covers how far its stamped clock lags.
+    def __init__(self, config: MCPConfig, stores: Stores) -> None:
+        self.sessions = stores.sessions
+        self.events = stores.events
+        self.bus = stores.bus
+        self.requests = stores.requests
+        #: How often idle sessions and old events are swept; the session
+        #: store's grace of two intervals covers how far its clock reading lags.
         self.interval_s = sweep_interval_s(config)
 
     async def run(self) -> None:
         """Sweep until cancelled."""
         sessions = self.sessions
-        sessions.now = trio.current_time()
+        sessions.tick(trio.current_time())
         while True:
             await trio.sleep(self.interval_s)
-            now = sessions.now = trio.current_time()
-            sessions.expire(now)
-            for session in sessions.take_ended():
-                await self.release(session)
+            now = trio.current_time()
+            sessions.tick(now)
+            # sessions with a request running or a stream open here are in use
+            await sessions.touch(self.requests.busy() | set(self.bus.attached()))
+            for session_id in await sessions.expire():
+                await self.release(session_id)
             self.events.prune(now)
 
-    async def release(self, session: Session) -> None:
-        """Free everything a session that ended holds: requests, stream, buffers."""
-        for scope in session.in_flight.values():
-            scope.cancel()
-        if session.get_stream is not None:
-            session.get_stream.close()
-            session.get_stream = None
-        await self.events.drop_session(session.id)
+    async def release(self, session_id: str) -> None:
+        """Free everything a session that ended holds: its running requests,
+        its streams, its event buffers. Every way a session ends comes here."""
+        self.requests.release(session_id)
+        self.bus.release(session_id)
+        await self.events.drop_session(session_id)
 
 
 def sweep_interval_s(config: MCPConfig) -> float:

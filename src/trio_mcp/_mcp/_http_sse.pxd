@@ -4,11 +4,9 @@
 # cpdef line makes a def method one the class calls on itself, or another
 # compiled module calls, per request a C call (it stays callable from Python).
 cimport cython
-from trio_mcp._protocol._sessions cimport SessionTable
 from trio_mcp._mcp._runner cimport RequestRunner
 
 @cython.final
 cdef class HTTPSSETransport:
-    cdef public object config, handshake, nursery
-    cdef public SessionTable sessions
+    cdef public object config, sessions, bus, sweeper, handshake, nursery
     cdef public RequestRunner runner

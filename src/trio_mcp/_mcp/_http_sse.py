@@ -21,12 +21,15 @@ from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
 from .._protocol._admission import SSE, accepts, is_json_content_type, query_value
-from .._protocol._answers import refuse, sessions_full
+from .._protocol._answers import refuse, rejection_response, sessions_full
 from .._protocol._jsonrpc import INTERNAL_ERROR, Notification, decode_body, error_message
 from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._jsonrpc import Response as RPCResponse
-from .._protocol._sessions import Session, SessionTable
+from .._protocol._sessions import Session
 from .._speedups import format_event
+from .._stores._bus import Subscriber
+from .._stores._stores import Stores
+from ._fanout import Sweeper
 from ._handshake import Handshake
 from ._runner import RequestRunner
 from ._streams import SSE_HEADERS, Outbox, SSEStream
@@ -38,18 +41,21 @@ HTTP_SSE_VERSION: Final = "2024-11-05"
 class HTTPSSETransport:
     """``GET /sse`` and ``POST /messages`` (see the module docstring)."""
 
-    __slots__ = ("config", "sessions", "runner", "handshake", "nursery")
+    __slots__ = ("config", "sessions", "bus", "runner", "sweeper", "handshake", "nursery")
 
     def __init__(
         self,
         config: MCPConfig,
-        sessions: SessionTable,
+        stores: Stores,
         runner: RequestRunner,
+        sweeper: Sweeper,
         handshake: Handshake,
     ) -> None:
         self.config = config
-        self.sessions = sessions
+        self.sessions = stores.sessions
+        self.bus = stores.bus
         self.runner = runner
+        self.sweeper = sweeper
         self.handshake = handshake
         #: Runs the sessions' requests, while the endpoint runs.
         self.nursery: trio.Nursery | None = None
@@ -67,43 +73,50 @@ class HTTPSSETransport:
     def open(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
         """GET /sse (after `check_open`): a new session whose every answer
         travels on this stream."""
-        sessions = self.sessions
-        try:
-            session = sessions.create(principal, HTTP_SSE_VERSION, {}, {}, sessions.now)
-        except SessionsFull:
-            raise sessions_full() from None
-        outbox = Outbox()
-        session.get_stream = outbox
-        return DeferredResponse(partial(self._stream, session, outbox, cors))
+        return DeferredResponse(partial(self._stream, principal, cors))
 
-    async def _stream(
-        self, session: Session, outbox: Outbox, cors: Headers, writer: ResponseWriter
-    ) -> None:
-        endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
+    async def _stream(self, principal: object, cors: Headers, writer: ResponseWriter) -> None:
         try:
+            session = await self.sessions.create(principal, HTTP_SSE_VERSION, {}, {})
+        except SessionsFull:
+            await writer.respond(rejection_response(sessions_full(), cors))
+            return
+        outbox = Outbox()
+        try:
+            await self.bus.attach(session.id, outbox)  # (a new session has no stream)
+            endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
             await writer.start(200, SSE_HEADERS + cors, format_event(endpoint, event=b"endpoint"))
             await outbox.pump(writer, self.config.keepalive_s)
         finally:
             # The stream is the session: when it goes, so does everything it holds.
-            self.sessions.delete(session.id)
-            for scope in session.in_flight.values():
-                scope.cancel()
-            session.get_stream = None
             outbox.close()
+            with trio.CancelScope(shield=True):
+                if await self.sessions.delete(session.id):
+                    await self.sweeper.release(session.id)
 
     def check_post(self, request: Request) -> None:
         """POST /messages' refusal before authentication: no session named (400)."""
         if query_value(request.query, "session_id") is None:
             raise refuse(400, "Bad Request: session_id is required")
 
-    def post(self, request: Request, principal: object) -> Response:
+    def post(self, request: Request, principal: object) -> DeferredResponse:
         """POST /messages?session_id=... (after `check_post`): accepted at once,
         answered on the stream."""
+        return DeferredResponse(partial(self._post, request, principal))
+
+    async def _post(self, request: Request, principal: object, writer: ResponseWriter) -> None:
+        try:
+            response = await self._accept(request, principal)
+        except Rejection as rejection:
+            response = rejection_response(rejection)
+        await writer.respond(response)
+
+    async def _accept(self, request: Request, principal: object) -> Response:
         session_id = query_value(request.query, "session_id")
         assert session_id is not None
-        sessions = self.sessions
-        session = sessions.get(session_id, sessions.now)
-        if session is None or session.get_stream is None:
+        session = await self.sessions.get(session_id)
+        outbox = self.bus.stream_of(session_id)
+        if session is None or outbox is None:
             raise refuse(404, "Session not found")
         if session.principal != principal:
             raise refuse(403, "Forbidden: the session belongs to another principal")
@@ -120,32 +133,35 @@ class HTTPSSETransport:
             self.runner.resolve(message, session)
         elif type(message) is RPCRequest:
             assert self.nursery is not None
-            self.nursery.start_soon(self._answer, request, session, message, principal)
+            self.nursery.start_soon(self._answer, request, session, outbox, message, principal)
         return Response(202, [(b"content-type", b"text/plain")], b"Accepted")
 
     async def _answer(
-        self, request: Request, session: Session, message: RPCRequest, principal: object
+        self,
+        request: Request,
+        session: Session,
+        outbox: Subscriber,
+        message: RPCRequest,
+        principal: object,
     ) -> None:
         """Run one request and send its answer on the session's stream (none when
         the client cancelled it)."""
         answer = None
         with trio.CancelScope() as scope:
-            stream = SSEStream(session, scope)
+            stream = SSEStream(session, outbox, scope)
             if message.method == "initialize":
-                answer = self._initialize(session, message)
+                answer = await self._initialize(session, message)
             else:
                 answer = await self.runner.run(message, stream, request.headers, principal, None)
         if answer is not None:
             await stream.emit(dumps(answer))
 
-    def _initialize(self, session: Session, message: RPCRequest) -> dict[str, Any]:
+    async def _initialize(self, session: Session, message: RPCRequest) -> dict[str, Any]:
         try:
             version, capabilities, client_info, result = self.handshake.initialize_result(
                 message.params
             )
         except MCPError as exc:
             return error_message(message.id, exc)
-        session.protocol_version = version
-        session.client_capabilities = capabilities
-        session.client_info = client_info
+        await self.sessions.update(session.id, version, capabilities, client_info)
         return {"jsonrpc": "2.0", "id": message.id, "result": result}

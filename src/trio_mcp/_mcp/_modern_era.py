@@ -38,6 +38,7 @@ from .._protocol._jsonrpc import (
 from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._logging import LOG_LEVELS
 from .._speedups import decode_header_value, format_event
+from .._stores._stores import Stores
 from ._fanout import Broadcaster
 from ._handshake import Handshake
 from ._runner import RequestRunner
@@ -66,18 +67,21 @@ _LISTEN_FLAGS: Final = {
 class ModernTransport:
     """The 2026-07-28 POST and subscriptions/listen (see the module docstring)."""
 
-    __slots__ = ("app", "config", "runner", "broadcaster", "handshake")
+    __slots__ = ("app", "config", "bus", "runner", "broadcaster", "handshake")
 
     def __init__(
         self,
         app: Server,
         config: MCPConfig,
+        stores: Stores,
         runner: RequestRunner,
         broadcaster: Broadcaster,
         handshake: Handshake,
     ) -> None:
         self.app = app
         self.config = config
+        #: Where the listen streams are found by the notifications they want.
+        self.bus = stores.bus
         self.runner = runner
         self.broadcaster = broadcaster
         self.handshake = handshake
@@ -214,8 +218,8 @@ class ModernTransport:
     ) -> None:
         """Run one listen stream: its acknowledgement, what it subscribed to, and
         the final response when the server ends it."""
-        listeners = self.broadcaster.listeners
-        listeners[listener] = None
+        bus = self.bus
+        bus.listen(listener)
         tag = {_SUBSCRIPTION_ID: listener.id}
         try:
             ack = {
@@ -231,5 +235,5 @@ class ModernTransport:
                 final = {"jsonrpc": "2.0", "id": listener.id, "result": result}
                 await writer.send(format_event(dumps(final), event=MESSAGE))
         finally:
-            listeners.pop(listener, None)
+            bus.unlisten(listener)
             listener.outbox.close()

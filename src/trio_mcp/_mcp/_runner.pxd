@@ -6,14 +6,12 @@
 cimport cython
 from trio_mcp._protocol._envelope cimport Envelope
 from trio_mcp._protocol._jsonrpc cimport Request as RPCRequest
-from trio_mcp._protocol._sessions cimport SessionTable
 from trio_mcp._mcp._dispatch cimport Dispatcher
 
 @cython.final
 cdef class RequestRunner:
-    cdef public object app, config, sealer, lifespan_state
+    cdef public object app, config, requests, sealer, lifespan_state
     cdef public Dispatcher dispatch
-    cdef public SessionTable sessions
     cpdef _context(
         self, RPCRequest message, stream, scope, headers, principal, Envelope envelope, mrtr,
         input_responses, state

@@ -38,7 +38,8 @@ from .._protocol._jsonrpc import (
 from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._request_state import StateSealer, params_digest
-from .._protocol._sessions import Session, SessionTable
+from .._protocol._sessions import Session
+from .._stores._stores import Stores
 from ._dispatch import Dispatcher
 from ._streams import RequestStream, Waiter
 
@@ -55,15 +56,14 @@ _LOGGING_OFF: Final = "off"
 class RequestRunner:
     """Runs requests against one application (see the module docstring)."""
 
-    __slots__ = ("app", "config", "dispatch", "sessions", "sealer", "lifespan_state")
+    __slots__ = ("app", "config", "dispatch", "requests", "sealer", "lifespan_state")
 
-    def __init__(
-        self, app: Server, config: MCPConfig, sessions: SessionTable, sealer: StateSealer
-    ) -> None:
+    def __init__(self, app: Server, config: MCPConfig, stores: Stores, sealer: StateSealer) -> None:
         self.app = app
         self.config = config
-        self.dispatch = Dispatcher(app)
-        self.sessions = sessions
+        self.dispatch = Dispatcher(app, stores.sessions)
+        #: The requests in flight (and those sent to clients), by session.
+        self.requests = stores.requests
         #: Seals the requestState of 2026-07-28 multi round-trip requests.
         self.sealer = sealer
         #: What the app's lifespan yielded, while the endpoint runs.
@@ -91,32 +91,27 @@ class RequestRunner:
                 error = MCPError(METHOD_NOT_FOUND, f"Method not found: {method}")
             return error_message(request_id, error)
         session = stream.session
-        version = stream.version
         scope = stream.cancel_scope
         # (a request without a session is tracked nowhere: its connection is its scope)
-        in_flight = session.in_flight if session is not None else None
-        if in_flight is not None and request_id in in_flight:
+        requests = self.requests
+        if session is not None and not requests.begin(session.id, request_id, scope):
             error = MCPError(
                 INVALID_REQUEST, "Invalid request: this id is in use by a running request"
             )
             return error_message(request_id, error)
-        mrtr = envelope is not None and method in MRTR_METHODS
-        input_responses: dict[str, Any] = {}
-        state: dict[str, Any] = {}
-        if mrtr:
-            try:
-                state, input_responses = self._open_state(params, principal, method)
-            except MCPError as exc:
-                return error_message(request_id, exc)
-        ctx = self._context(
-            message, stream, scope, headers, principal, envelope, mrtr, input_responses, state
-        )
-        if in_flight is not None:
-            assert session is not None  # (both or neither)
-            in_flight[request_id] = scope
-            self.sessions.begin_request(session)
         try:
-            result = await handler(params, ctx, session, version)
+            mrtr = envelope is not None and method in MRTR_METHODS
+            input_responses: dict[str, Any] = {}
+            state: dict[str, Any] = {}
+            if mrtr:
+                try:
+                    state, input_responses = self._open_state(params, principal, method)
+                except MCPError as exc:
+                    return error_message(request_id, exc)
+            ctx = self._context(
+                message, stream, scope, headers, principal, envelope, mrtr, input_responses, state
+            )
+            result = await handler(params, ctx, session, stream.version)
             return {"jsonrpc": "2.0", "id": request_id, "result": result}
         except InputRequired as exc:
             if not mrtr:
@@ -135,10 +130,8 @@ class RequestRunner:
             logger.exception("%s failed", method)
             return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
         finally:
-            if in_flight is not None:
-                assert session is not None
-                del in_flight[request_id]
-                self.sessions.end_request(session, self.sessions.now)
+            if session is not None:
+                requests.end(session.id, request_id)
 
     def _context(
         self,
@@ -238,17 +231,16 @@ class RequestRunner:
                 f"the client did not declare the {capability!r} capability, so {method} "
                 "can't be sent",
             )
-        session.next_request_id += 1
-        request_id = session.next_request_id
         waiter = Waiter()
-        session.pending[request_id] = waiter
+        requests = self.requests
+        request_id = requests.expect(session.id, waiter)
         limit = timeout_s if timeout_s is not None else self.config.client_request_timeout_s
         try:
             await emit(request_bytes(request_id, method, params))
             with trio.move_on_after(limit):
                 await waiter.done.wait()
         finally:
-            del session.pending[request_id]
+            requests.forget(session.id, request_id)
         response = waiter.response
         if response is None:
             raise MCPError(INTERNAL_ERROR, f"the client did not answer {method} within {limit} s")
@@ -261,15 +253,11 @@ class RequestRunner:
         """A notification from the client: ``notifications/cancelled`` cancels
         the running request it names (the others need nothing here)."""
         if message.method == "notifications/cancelled" and session is not None:
-            scope = session.in_flight.get(message.params.get("requestId"))  # type: ignore[arg-type]
-            if scope is not None:
-                scope.cancel()
+            self.requests.cancel(session.id, message.params.get("requestId"))
 
     def resolve(self, message: RPCResponse, session: Session) -> None:
         """The client's answer to a request we sent it (`ask_client`)."""
-        waiter = session.pending.get(message.id) if type(message.id) is int else None
-        if waiter is not None:
-            waiter.resolve(message)
+        self.requests.answer(session.id, message)
 
     async def denied(self, requests: list[RPCRequest], principal: object) -> set[Any]:
         """The ids of the requests the application's authorize hook refuses."""

@@ -6,22 +6,21 @@
 cimport cython
 from trio_mcp._http._connection cimport Request
 from trio_mcp._protocol._jsonrpc cimport Request as RPCRequest
-from trio_mcp._protocol._sessions cimport Session, SessionTable
+from trio_mcp._protocol._sessions cimport Session
 from trio_mcp._mcp._fanout cimport Broadcaster, Sweeper
 from trio_mcp._mcp._handshake cimport Handshake
 from trio_mcp._mcp._runner cimport RequestRunner
 
 @cython.final
 cdef class SessionsTransport:
-    cdef public object config, events
-    cdef public SessionTable sessions
+    cdef public object config, sessions, events, bus
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster
     cdef public Sweeper sweeper
     cdef public Handshake handshake
-    @cython.locals(raw=bytes, session=Session, sessions=SessionTable)
-    cpdef session_for(self, Request request, principal)
-    @cython.locals(runner=RequestRunner)
+    cpdef check_session(self, Session session, Request request, principal)
     cpdef post(self, Request request, messages, batch, cors, principal)
-    @cython.locals(sessions=SessionTable)
-    cpdef initialize(self, RPCRequest message, principal, batch)
+    cpdef _deferred(self, Request request, session, version, messages, batch, principal, cors)
+    cpdef initialize_nowait(self, RPCRequest message, principal, batch)
+    @cython.locals(runner=RequestRunner)
+    cpdef _accepted(self, messages, batch, version, session)

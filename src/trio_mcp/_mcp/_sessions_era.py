@@ -2,19 +2,22 @@
 that initialize on the endpoint).
 
 `SessionsTransport` takes over once the router has decoded a POST's body and
-found it is not a 2026-07-28 request: `post` checks the session (404, 403,
-400), answers notifications and responses (202), initializes (minting the
-session) and defers the requests to `_answer`, which runs them and answers
-with one JSON object, a batch, or an SSE stream if a handler emitted first.
-`get` opens the session's GET stream or resumes a stream with
-``Last-Event-ID``; `delete` ends a session. Statuses are all decided before
-the first byte is written.
+found it is not a 2026-07-28 request. `post` answers at once what needs no
+session (a refusal, initialize, a stateless request); a POST that names a
+session is answered in `_in_session`, which looks the session up in the
+store (404, 403, 400), then answers notifications and responses (202) and
+runs the requests (`_answer`): one JSON object, a batch, or an SSE stream if
+a handler emitted first. `get` opens the session's GET stream or resumes a
+stream with ``Last-Event-ID``; `delete` ends a session. Statuses are all
+decided before the first byte is written.
 """
 
 from __future__ import annotations
 
 from functools import partial
 from typing import Any, Final
+
+import trio
 
 from .._config import MCPConfig
 from .._errors import MCPError, Rejection, SessionsFull
@@ -29,7 +32,7 @@ from .._protocol._answers import (
     rejection_response,
     sessions_full,
 )
-from .._protocol._events import EventStore, StoredEvent
+from .._protocol._events import StoredEvent
 from .._protocol._jsonrpc import (
     INVALID_REQUEST,
     Invalid,
@@ -40,8 +43,9 @@ from .._protocol._jsonrpc import (
 from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._revisions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS
-from .._protocol._sessions import Session, SessionTable
+from .._protocol._sessions import Session
 from .._speedups import format_event
+from .._stores._stores import Stores
 from ._fanout import Broadcaster, Sweeper
 from ._handshake import Handshake
 from ._runner import RequestRunner
@@ -55,41 +59,46 @@ _HEADER_VALUES: Final = {version: version.encode("latin-1") for version in LEGAC
 class SessionsTransport:
     """The 2025 revisions' POST, GET and DELETE (see the module docstring)."""
 
-    __slots__ = ("config", "sessions", "events", "runner", "broadcaster", "sweeper", "handshake")
+    __slots__ = (
+        "config",
+        "sessions",
+        "events",
+        "bus",
+        "runner",
+        "broadcaster",
+        "sweeper",
+        "handshake",
+    )
 
     def __init__(
         self,
         config: MCPConfig,
-        sessions: SessionTable,
-        events: EventStore,
+        stores: Stores,
         runner: RequestRunner,
         broadcaster: Broadcaster,
         sweeper: Sweeper,
         handshake: Handshake,
     ) -> None:
         self.config = config
-        self.sessions = sessions
-        self.events = events
+        self.sessions = stores.sessions
+        self.events = stores.events
+        self.bus = stores.bus
         self.runner = runner
         self.broadcaster = broadcaster
         self.sweeper = sweeper
         self.handshake = handshake
 
-    def session_for(self, request: Request, principal: object) -> Session | None:
-        """The live session the request names (None when it names none), or the
-        refusal: unknown or expired 404, another principal's 403, another
-        protocol version 400."""
-        singles = request.singles
-        raw = dict.get(singles, b"mcp-session-id")
-        if raw is None:
-            return None
-        sessions = self.sessions
-        session = sessions.get(raw.decode("latin-1"), sessions.now)
+    def check_session(
+        self, session: Session | None, request: Request, principal: object
+    ) -> Session:
+        """The session a request names, as the store found it, or the refusal:
+        unknown or expired 404, another principal's 403, another protocol
+        version 400."""
         if session is None:
             raise refuse(404, "Session not found: initialize a new session")
         if session.principal != principal:
             raise refuse(403, "Forbidden: the session belongs to another principal")
-        header = dict.get(singles, b"mcp-protocol-version")
+        header = dict.get(request.singles, b"mcp-protocol-version")
         version = session.protocol_version
         if header is not None and header != (
             dict.get(_HEADER_VALUES, version) or version.encode("latin-1")
@@ -107,49 +116,49 @@ class SessionsTransport:
         cors: Headers,
         principal: object,
     ) -> Response | DeferredResponse:
-        """A POST's refusal or answer, once its body is decoded (synchronous:
-        with an authorize hook, the requests are authorized in `_authorized`)."""
-        session = self.session_for(request, principal)
-        if session is not None:
+        """A POST's refusal or answer, once its body is decoded. Synchronous
+        when the session store answers at once (`get_nowait`, `create_nowait`);
+        otherwise the lookup, or the new session, is awaited in the answer."""
+        raw = dict.get(request.singles, b"mcp-session-id")
+        if raw is not None:
+            session_id = raw.decode("latin-1")
+            try:
+                found = self.sessions.get_nowait(session_id)
+            except trio.WouldBlock:
+                return DeferredResponse(
+                    partial(self._look_up, request, session_id, messages, batch, principal, cors)
+                )
+            session = self.check_session(found, request, principal)
             version = session.protocol_version
-        else:
-            header = dict.get(request.singles, b"mcp-protocol-version")
-            version = header.decode("latin-1") if header is not None else HEADERLESS_VERSION
+            answered = self._accepted(messages, batch, version, session)
+            if answered is not None:
+                return answered
+            return self._deferred(request, session, version, messages, batch, principal, cors)
+        header = dict.get(request.singles, b"mcp-protocol-version")
+        version = header.decode("latin-1") if header is not None else HEADERLESS_VERSION
         if batch and version != BATCH_VERSION:
             raise refuse(400, "Invalid request: batches are not supported")
-        requests = [m for m in messages if type(m) is RPCRequest]
-        if session is None:
-            initializing = len(messages) == 1 and requests and requests[0].method == "initialize"
-            if not initializing and not self.config.stateless:
-                raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
-        invalid_seen = False
-        runner = self.runner
-        for message in messages:
-            if type(message) is Notification:
-                runner.notify(message, session)
-            elif type(message) is RPCResponse and session is not None:
-                runner.resolve(message, session)
-            elif type(message) is Invalid:
-                invalid_seen = True
-        if not requests and not invalid_seen:
-            return Response(202)
-        if not requests and not batch:
-            invalid = messages[0]
-            assert isinstance(invalid, Invalid)
-            raise Rejection(400, invalid.error)
-        if runner.app.authorize is not None:
-            return DeferredResponse(
-                partial(
-                    self._authorized, request, session, version, messages, batch, principal, cors
-                )
-            )
-        if session is None and len(requests) == 1 and requests[0].method == "initialize":
-            return self.initialize(requests[0], principal, batch)
-        return DeferredResponse(
-            partial(self._answer, request, session, version, messages, batch, principal, cors)
+        first = messages[0]
+        initialize = (
+            first
+            if len(messages) == 1 and type(first) is RPCRequest and first.method == "initialize"
+            else None
         )
+        if initialize is None and not self.config.stateless:
+            raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
+        answered = self._accepted(messages, batch, version, None)
+        if answered is not None:
+            return answered
+        if initialize is not None:
+            if self.runner.app.authorize is None:
+                try:
+                    return self.initialize_nowait(initialize, principal, batch)
+                except trio.WouldBlock:
+                    pass
+            return DeferredResponse(partial(self._initialize, initialize, principal, batch, cors))
+        return self._deferred(request, None, version, messages, batch, principal, cors)
 
-    async def _authorized(
+    def _deferred(
         self,
         request: Request,
         session: Session | None,
@@ -158,50 +167,77 @@ class SessionsTransport:
         batch: bool,
         principal: object,
         cors: Headers,
+    ) -> DeferredResponse:
+        """The answer to a POST's requests, run when the server awaits it."""
+        if self.runner.app.authorize is not None:
+            return DeferredResponse(
+                partial(
+                    self._authorized, request, session, version, messages, batch, principal, cors
+                )
+            )
+        return DeferredResponse(
+            partial(self._answer, request, session, version, messages, batch, principal, cors)
+        )
+
+    def _accepted(
+        self,
+        messages: list[Message | Invalid],
+        batch: bool,
+        version: str,
+        session: Session | None,
+    ) -> Response | None:
+        """What a POST's notifications and responses need, done: 202 when it
+        carries nothing else, None when it has requests to answer (the refusal
+        of a batch where the revision allows none, or of a lone invalid message)."""
+        if batch and version != BATCH_VERSION:
+            raise refuse(400, "Invalid request: batches are not supported")
+        runner = self.runner
+        has_requests = invalid_seen = False
+        for message in messages:
+            if type(message) is RPCRequest:
+                has_requests = True
+            elif type(message) is Notification:
+                runner.notify(message, session)
+            elif type(message) is RPCResponse:
+                if session is not None:
+                    runner.resolve(message, session)
+            elif type(message) is Invalid:
+                invalid_seen = True
+        if has_requests:
+            return None
+        if not invalid_seen:
+            return Response(202)
+        if not batch:
+            invalid = messages[0]
+            assert isinstance(invalid, Invalid)
+            raise Rejection(400, invalid.error)
+        return None
+
+    async def _look_up(
+        self,
+        request: Request,
+        session_id: str,
+        messages: list[Message | Invalid],
+        batch: bool,
+        principal: object,
+        cors: Headers,
         writer: ResponseWriter,
     ) -> None:
-        """The rest of `post` when the application has an authorize hook: a
-        refused single request is a 403; in a batch, each refused one is an error."""
-        requests = [m for m in messages if type(m) is RPCRequest]
-        denied = await self.runner.denied(requests, principal)
-        if denied and not batch:
-            await writer.respond(forbidden(requests[0].id, cors))
-            return
-        refused = MCPError(INVALID_REQUEST, FORBIDDEN)
-        messages = [
-            Invalid(m.id, refused) if type(m) is RPCRequest and m.id in denied else m
-            for m in messages
-        ]
-        if session is None and len(requests) == 1 and requests[0].method == "initialize":
-            response = self.initialize(requests[0], principal, batch)
-            response.headers = response.headers + cors
-            await writer.respond(response)
-            return
-        await self._answer(request, session, version, messages, batch, principal, cors, writer)
-
-    def initialize(self, message: RPCRequest, principal: object, batch: bool) -> Response:
-        """The answer to an initialize, with a new session's id (unless stateless)."""
-        if batch:
-            error = MCPError(INVALID_REQUEST, "initialize can't be batched")
-            return Response(200, JSON_HEADERS, dumps([error_message(message.id, error)]))
+        """`post` for a session the store could not find at once."""
         try:
-            version, capabilities, client_info, result = self.handshake.initialize_result(
-                message.params
-            )
-        except MCPError as exc:
-            return Response(200, JSON_HEADERS, dumps(error_message(message.id, exc)))
-        headers = list(JSON_HEADERS)
-        if not self.config.stateless:
-            sessions = self.sessions
-            try:
-                session = sessions.create(
-                    principal, version, capabilities, client_info, sessions.now
-                )
-            except SessionsFull:
-                return rejection_response(sessions_full())
-            headers.append((b"mcp-session-id", session.id.encode("ascii")))
-        body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
-        return Response(200, headers, body)
+            found = await self.sessions.get(session_id)
+            session = self.check_session(found, request, principal)
+            version = session.protocol_version
+            answered = self._accepted(messages, batch, version, session)
+        except Rejection as rejection:
+            await writer.respond(rejection_response(rejection, cors))
+            return
+        if answered is not None:
+            answered.headers = answered.headers + cors
+            await writer.respond(answered)
+        else:
+            deferred = self._deferred(request, session, version, messages, batch, principal, cors)
+            await deferred.respond(writer)
 
     async def _answer(
         self,
@@ -214,7 +250,7 @@ class SessionsTransport:
         cors: Headers,
         writer: ResponseWriter,
     ) -> None:
-        """Answer the requests of one POST (a DeferredResponse's body)."""
+        """Answer the requests of one POST."""
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
         headers = request.headers
@@ -242,22 +278,108 @@ class SessionsTransport:
         finally:
             stream.finish()
 
+    async def _authorized(
+        self,
+        request: Request,
+        session: Session | None,
+        version: str,
+        messages: list[Message | Invalid],
+        batch: bool,
+        principal: object,
+        cors: Headers,
+        writer: ResponseWriter,
+    ) -> None:
+        """`_answer` when the application has an authorize hook: a refused
+        single request is a 403; in a batch, each refused one is an error."""
+        requests = [m for m in messages if type(m) is RPCRequest]
+        denied = await self.runner.denied(requests, principal)
+        if denied and not batch:
+            await writer.respond(forbidden(requests[0].id, cors))
+            return
+        refused = MCPError(INVALID_REQUEST, FORBIDDEN)
+        messages = [
+            Invalid(m.id, refused) if type(m) is RPCRequest and m.id in denied else m
+            for m in messages
+        ]
+        await self._answer(request, session, version, messages, batch, principal, cors, writer)
+
+    def initialize_nowait(self, message: RPCRequest, principal: object, batch: bool) -> Response:
+        """The answer to an initialize, with a new session's id (unless
+        stateless); ``trio.WouldBlock`` when the store cannot make the session
+        without waiting."""
+        try:
+            if batch:
+                raise MCPError(INVALID_REQUEST, "initialize can't be batched")
+            version, capabilities, client_info, result = self.handshake.initialize_result(
+                message.params
+            )
+        except MCPError as exc:
+            answer = error_message(message.id, exc)
+            return Response(200, JSON_HEADERS, dumps([answer] if batch else answer))
+        headers = list(JSON_HEADERS)
+        if not self.config.stateless:
+            try:
+                session = self.sessions.create_nowait(principal, version, capabilities, client_info)
+            except SessionsFull:
+                return rejection_response(sessions_full())
+            headers.append((b"mcp-session-id", session.id.encode("ascii")))
+        body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
+        return Response(200, headers, body)
+
+    async def _initialize(
+        self,
+        message: RPCRequest,
+        principal: object,
+        batch: bool,
+        cors: Headers,
+        writer: ResponseWriter,
+    ) -> None:
+        """`initialize_nowait` with an authorize hook (only if it lets the
+        request run), or with a store that must be waited for."""
+        runner = self.runner
+        if runner.app.authorize is not None and await runner.denied([message], principal):
+            await writer.respond(forbidden(message.id, cors))
+            return
+        try:
+            response = self.initialize_nowait(message, principal, batch)
+        except trio.WouldBlock:
+            response = await self._initialize_waiting(message, principal)
+        if cors:
+            response.headers = response.headers + cors
+        await writer.respond(response)
+
+    async def _initialize_waiting(self, message: RPCRequest, principal: object) -> Response:
+        """`initialize_nowait`'s answer (not batched, valid), the store awaited."""
+        version, capabilities, client_info, result = self.handshake.initialize_result(
+            message.params
+        )
+        headers = list(JSON_HEADERS)
+        if not self.config.stateless:
+            try:
+                session = await self.sessions.create(principal, version, capabilities, client_info)
+            except SessionsFull:
+                return rejection_response(sessions_full())
+            headers.append((b"mcp-session-id", session.id.encode("ascii")))
+        body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
+        return Response(200, headers, body)
+
     # ---- GET: the session's stream, and resumption ------------------------------
 
     def get(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
-        """A GET stream (after `Admission.check_get_head`): checked here, the
-        replay looked up and the stream run in `_open_get` (whose refusals are
-        still answered before any byte of the stream)."""
-        session = self.session_for(request, principal)
-        if session is None:
+        """A GET stream (after `Admission.check_get_head`): the session and what
+        to replay looked up, then the stream run, in `_open_get` (whose refusals
+        are still answered before any byte of the stream)."""
+        if b"mcp-session-id" not in request.singles:
             raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
-        last = dict.get(request.singles, b"last-event-id")
-        return DeferredResponse(partial(self._open_get, session, last, cors))
+        return DeferredResponse(partial(self._open_get, request, principal, cors))
 
     async def _open_get(
-        self, session: Session, last: bytes | None, cors: Headers, writer: ResponseWriter
+        self, request: Request, principal: object, cors: Headers, writer: ResponseWriter
     ) -> None:
         try:
+            found = await self.sessions.get(request.singles[b"mcp-session-id"].decode("latin-1"))
+            session = self.check_session(found, request, principal)
+            last = dict.get(request.singles, b"last-event-id")
             number, backlog, outbox = await self._attach(session, last)
         except Rejection as rejection:
             await writer.respond(rejection_response(rejection, cors))
@@ -270,22 +392,18 @@ class SessionsTransport:
         """The stream a GET attaches to, what it missed, and its live end."""
         number, backlog = 0, list[StoredEvent]()
         if last is not None:
-            found = await self.events.replay(session.id, last.decode("latin-1"), self.sessions.now)
+            found = await self.events.replay(
+                session.id, last.decode("latin-1"), trio.current_time()
+            )
             if found is None:
                 raise refuse(400, "Bad Request: Last-Event-ID names no event of this session")
             number, backlog = found
         outbox = Outbox()
         if number == 0:
-            if session.get_stream is not None:
+            if not await self.bus.attach(session.id, outbox):
                 raise refuse(409, "Conflict: this session already has a GET stream")
-            session.get_stream = outbox
-            self.sessions.begin_request(session)  # a listening client is not idle
-        else:
-            live = session.live_streams.get(number)
-            if live is not None:
-                live.attach(outbox)
-            else:
-                outbox.close()  # that POST has finished: replay, then end
+        elif not await self.bus.resume(session.id, number, outbox):
+            outbox.close()  # that POST has finished: replay, then end
         return number, backlog, outbox
 
     async def _stream_get(
@@ -310,21 +428,26 @@ class SessionsTransport:
             await outbox.pump(writer, self.config.keepalive_s)
         finally:
             if number == 0:
-                self.sessions.end_request(session, self.sessions.now)
-            if session.get_stream is outbox:
-                session.get_stream = None
+                self.bus.detach(session.id, outbox)
             outbox.close()
 
     # ---- DELETE --------------------------------------------------------------
 
     def delete(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
         """End the session the request names, and free what it held."""
-        session = self.session_for(request, principal)
-        if session is None:
+        if b"mcp-session-id" not in request.singles:
             raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
-        self.sessions.delete(session.id)
-        return DeferredResponse(partial(self._release, session, cors))
+        return DeferredResponse(partial(self._delete, request, principal, cors))
 
-    async def _release(self, session: Session, cors: Headers, writer: ResponseWriter) -> None:
-        await self.sweeper.release(session)
+    async def _delete(
+        self, request: Request, principal: object, cors: Headers, writer: ResponseWriter
+    ) -> None:
+        try:
+            found = await self.sessions.get(request.singles[b"mcp-session-id"].decode("latin-1"))
+            session = self.check_session(found, request, principal)
+        except Rejection as rejection:
+            await writer.respond(rejection_response(rejection, cors))
+            return
+        if await self.sessions.delete(session.id):
+            await self.sweeper.release(session.id)
         await writer.respond(Response(200, cors))

@@ -17,7 +17,7 @@ cdef class PostStream:
     cdef public object _subscriber, on_broken, cancel_scope
 
 cdef class SSEStream:
-    cdef public object session, version, cancel_scope
+    cdef public object session, version, cancel_scope, _outbox
 
 cdef class Waiter:
     cdef public object done, response

@@ -25,16 +25,18 @@ from trio.lowlevel import ParkingLot
 from .._config import MCPConfig
 from .._http._connection import Headers
 from .._http._handler import Cancellable, ResponseWriter
+from .._protocol._events import MESSAGE_EVENT
 from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
+from .._stores._bus import Subscriber
 
 SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache"),
     (b"x-accel-buffering", b"no"),
 ]
-MESSAGE: Final = b"message"
+MESSAGE: Final = MESSAGE_EVENT
 #: Frames waiting for a slow client before its stream is dropped (it must resume).
 STREAM_QUEUE: Final = 256
 KEEPALIVE: Final = format_comment(b"keepalive")
@@ -197,6 +199,14 @@ class EventPublisher(Protocol):
         """An event with an id and no data, so the client can resume stream `number`."""
         ...
 
+    async def open_stream(self, session: Session, stream: PostStream) -> int:
+        """Number the session's next POST stream, producing here; its number."""
+        ...
+
+    def close_stream(self, session: Session, number: int) -> None:
+        """POST stream `number` of the session has ended."""
+        ...
+
 
 class RequestStream(Protocol):
     """Where the messages of one running request go, as the runner sees it."""
@@ -250,7 +260,7 @@ class PostStream:
         self.version = version
         self._cors = cors
         self.number = 0
-        self._subscriber: Outbox | None = None
+        self._subscriber: Subscriber | None = None
         #: Called when the client is found gone (2026-07-28: that cancels the request).
         self.on_broken: Callable[[], None] | None = None
         #: What cancels this request: the scope of the connection it arrived on.
@@ -259,7 +269,7 @@ class PostStream:
         #: is also how a 2026-07-28 client cancels.
         self.cancel_scope = writer.cancel_scope
 
-    def attach(self, subscriber: Outbox) -> None:
+    def attach(self, subscriber: Subscriber) -> None:
         """A resumed GET takes over the live events of this stream."""
         if self._subscriber is not None:
             self._subscriber.close()
@@ -300,9 +310,7 @@ class PostStream:
         session = self.session
         if session is None:
             return b""
-        session.next_stream += 1
-        self.number = session.next_stream
-        session.live_streams[self.number] = self
+        self.number = await self._publisher.open_stream(session, self)
         if self.version < "2025-11-25":
             return b""
         return await self._publisher.priming_event(session, self.number)
@@ -320,7 +328,7 @@ class PostStream:
 
     def finish(self) -> None:
         if self.session is not None and self.number:
-            self.session.live_streams.pop(self.number, None)
+            self._publisher.close_stream(self.session, self.number)
         if self._subscriber is not None:
             self._subscriber.close()
 
@@ -329,19 +337,19 @@ class SSEStream:
     """Where the messages of one 2024-11-05 HTTP+SSE request go: its session's
     one stream. Such a request runs in a task of its own, under `cancel_scope`."""
 
-    __slots__ = ("session", "version", "cancel_scope")
+    __slots__ = ("session", "version", "cancel_scope", "_outbox")
 
-    def __init__(self, session: Session, cancel_scope: trio.CancelScope) -> None:
+    def __init__(
+        self, session: Session, outbox: Subscriber, cancel_scope: trio.CancelScope
+    ) -> None:
         self.session: Session | None = session
         self.version = session.protocol_version
         self.cancel_scope = cancel_scope
+        self._outbox = outbox
 
     async def emit(self, data: bytes) -> None:
-        session = self.session
-        outbox = session.get_stream if session is not None else None
-        if outbox is not None:
-            # False when the stream is gone, and the session with it
-            await outbox.send(format_event(data, event=MESSAGE))
+        # (False when the stream is gone, and the session with it)
+        await self._outbox.send(format_event(data, event=MESSAGE))
 
     async def close_connection(self) -> None:
         """Nothing to do: on HTTP+SSE every answer shares the session's stream."""

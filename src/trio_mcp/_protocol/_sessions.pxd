@@ -12,14 +12,10 @@ cdef class SessionIds:
 @cython.final
 cdef class Session:
     cdef public object id, principal, protocol_version, client_capabilities
-    cdef public object client_info, log_level, subscriptions, in_flight, pending
-    cdef public object next_request_id, get_stream, live_streams, next_stream
-    cdef public object active_requests, last_active
+    cdef public object client_info, log_level, subscriptions, last_active
 
 @cython.final
 cdef class SessionTable:
     cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended, now
-    cpdef _expired(self, session, now)
+    @cython.locals(session=Session)
     cpdef get(self, session_id, now)
-    cpdef begin_request(self, Session session)
-    cpdef end_request(self, Session session, now)

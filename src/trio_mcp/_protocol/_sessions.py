@@ -1,19 +1,18 @@
-"""MCP sessions of the 2025 revisions: minted on initialize, bounded, expiring.
+"""MCP sessions of the 2025 revisions: the records, minted on initialize,
+bounded, expiring when idle.
 
 Sans-IO: "now" is an argument and ids come from a given source of
 randomness, so expiry and the size bound are tested without clocks. A
 session is never a credential: it records the principal that created it, and
-the endpoint refuses it to anyone else.
-
-Live, process-local state (the cancel scopes of running requests) hangs off
-the session object; a shared store for several processes comes with the Redis
-backend.
+the endpoint refuses it to anyone else. A `Session` is the record a store
+keeps (``_stores/_sessions.py``); what only the process serving it knows
+(running requests, open streams) lives in the endpoint's registry and bus.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from .._errors import SessionsFull
@@ -61,6 +60,13 @@ if hasattr(os, "register_at_fork"):
 
 
 class Session:
+    """One session's record: who it belongs to, what was negotiated, and what
+    the client asked for since (its log level, its resource subscriptions).
+
+    A store hands these out as snapshots: change one through the store's
+    methods, never by assigning to it.
+    """
+
     __slots__ = (
         "id",
         "principal",
@@ -69,13 +75,6 @@ class Session:
         "client_info",
         "log_level",
         "subscriptions",
-        "in_flight",
-        "pending",
-        "next_request_id",
-        "get_stream",
-        "live_streams",
-        "next_stream",
-        "active_requests",
         "last_active",
     )
 
@@ -97,29 +96,33 @@ class Session:
         self.log_level: str | None = None
         #: Resource URIs the client subscribed to.
         self.subscriptions: set[str] = set()
-        #: Running requests by JSON-RPC id: their cancel scopes.
-        self.in_flight: dict[str | int, Any] = {}
-        #: Requests we sent to the client, by id, waiting for its response.
-        self.pending: dict[int, Any] = {}
-        self.next_request_id = 0
-        #: The channel feeding the attached standalone GET stream, if one is open.
-        self.get_stream: Any = None
-        #: POST response streams still being produced, by stream number.
-        self.live_streams: dict[int, Any] = {}
-        #: Stream 0 is the standalone GET stream; POST streams count from 1.
-        self.next_stream = 0
-        self.active_requests = 0
         self.last_active = now
+
+    def copy(self) -> Session:
+        """A copy that shares no mutable part with this record."""
+        twin = Session(
+            self.id,
+            self.principal,
+            self.protocol_version,
+            dict(self.client_capabilities),
+            dict(self.client_info),
+            self.last_active,
+        )
+        twin.log_level = self.log_level
+        twin.subscriptions = set(self.subscriptions)
+        return twin
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… {self.protocol_version}>"
 
 
 class SessionTable:
-    """The sessions of one process, bounded in number, expiring when idle.
+    """The session records of one process, bounded in number, expiring when idle.
 
-    Time spent inside a running request, or with an event stream open, does
-    not count as idle: a session with active requests never expires.
+    A session expires when it has not been used for `idle_timeout_s` (plus
+    `grace_s`); its owner keeps a session that is busy (a request running, a
+    stream open) from expiring by touching it (`touch`) at least once per
+    timeout.
     """
 
     __slots__ = (
@@ -146,12 +149,10 @@ class SessionTable:
         #: lags the clock by up to this much: no session then ends early.
         self.grace_s = grace_s
         self._new_id = new_id
-        # Sessions that expired and still hold resources elsewhere (streams,
-        # event buffers); the owner collects them with `take_ended`.
+        # Sessions that expired and were not reported by `expire` yet.
         self._ended: list[Session] = []
         #: The owner's latest reading of its clock, for callers that pass "now"
-        #: without reading the clock themselves (the owner's sweeper stamps it;
-        #: `grace_s` covers how far it lags).
+        #: without reading the clock themselves (`grace_s` covers how far it lags).
         self.now = 0.0
 
     def __len__(self) -> int:
@@ -166,7 +167,7 @@ class SessionTable:
         now: float,
     ) -> Session:
         if len(self._sessions) >= self.max_sessions:
-            self.expire(now)
+            self._expire(now)
             if len(self._sessions) >= self.max_sessions:
                 raise SessionsFull
         session_id = self._new_id()
@@ -183,7 +184,7 @@ class SessionTable:
         session = dict.get(self._sessions, session_id)
         if session is None:
             return None
-        if self._expired(session, now):
+        if now - session.last_active > self.idle_timeout_s + self.grace_s:
             del self._sessions[session_id]
             self._ended.append(session)
             return None
@@ -194,31 +195,31 @@ class SessionTable:
         """The sessions in the table (a snapshot, safe to iterate while it changes)."""
         return list(self._sessions.values())
 
+    def subscribed(self, uri: str) -> list[Session]:
+        """The sessions subscribed to resource `uri`."""
+        return [s for s in self._sessions.values() if uri in s.subscriptions]
+
     def delete(self, session_id: str) -> Session | None:
         return self._sessions.pop(session_id, None)
 
-    def expire(self, now: float) -> list[Session]:
-        """Drop every expired session; returns them."""
-        gone = [s for s in self._sessions.values() if self._expired(s, now)]
-        for session in gone:
-            del self._sessions[session.id]
-        self._ended.extend(gone)
-        return gone
+    def touch(self, session_ids: Iterable[str], now: float) -> None:
+        """Mark these sessions used at `now` (the ones that are busy)."""
+        sessions = self._sessions
+        for session_id in session_ids:
+            session = dict.get(sessions, session_id)
+            if session is not None:
+                session.last_active = now
 
-    def take_ended(self) -> list[Session]:
-        """The sessions that expired since the last call, for their owner to clean up."""
+    def expire(self, now: float) -> list[Session]:
+        """Drop every expired session; returns them, with the ones `get` found
+        expired since the last call (each session once)."""
+        self._expire(now)
         ended, self._ended = self._ended, []
         return ended
 
-    def _expired(self, session: Session, now: float) -> bool:
-        return (
-            session.active_requests == 0
-            and now - session.last_active > self.idle_timeout_s + self.grace_s
-        )
-
-    def begin_request(self, session: Session) -> None:
-        session.active_requests += 1
-
-    def end_request(self, session: Session, now: float) -> None:
-        session.active_requests -= 1
-        session.last_active = now
+    def _expire(self, now: float) -> None:
+        limit = self.idle_timeout_s + self.grace_s
+        gone = [s for s in self._sessions.values() if now - s.last_active > limit]
+        for session in gone:
+            del self._sessions[session.id]
+        self._ended.extend(gone)

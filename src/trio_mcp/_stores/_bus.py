@@ -1,0 +1,219 @@
+"""The notification `Bus` seam: which live streams a frame goes to.
+
+Three kinds of stream listen here: a session's one standalone stream (the
+2025 GET stream, or the 2024-11-05 HTTP+SSE stream, which is the session),
+the POST streams still being produced (a client that lost one resumes it with
+GET and takes over its live events), and the 2026-07-28 subscriptions/listen
+streams. A stream is a `Subscriber`: it takes frames without waiting and says
+when it can take no more (it is then dropped, and its client resumes).
+
+Contract (what a bus must give, so that a shared one can take the memory
+one's place without a change to the endpoint):
+
+- `attach` gives a session its one standalone stream atomically (False: it
+  has one, wherever it is); `detach` ends that, and only if it is still the
+  one attached.
+- `send` delivers an event (its data and the id the event store gave it) to
+  a session's standalone stream, wherever that is (a shared bus publishes it
+  to the process that holds the stream: one round trip, and a subscription
+  wakes that process); `deliver` does the same for a broadcast to many
+  sessions, each event with its own id, in one call. An event for a session
+  with no stream is dropped: the event store keeps it for resumption.
+- `resume` attaches a subscriber to a POST stream still being produced
+  (False: none is), for a GET with ``Last-Event-ID``.
+- Delivery is at most once and in order per stream; a subscriber that
+  cannot keep up is dropped, never waited for.
+- `attach`, `send`, `deliver` and `resume` are async (they may cross
+  processes); the rest act on this process's streams and are not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Protocol
+
+from .._protocol._events import MESSAGE_EVENT
+from .._speedups import format_event
+
+
+class Subscriber(Protocol):
+    """The live end of a stream (`_mcp._streams.Outbox`)."""
+
+    closed: bool
+
+    def offer(self, frame: bytes, now: float | None = None) -> bool:
+        """Take `frame` without waiting; False when the stream is closed."""
+        ...
+
+    async def send(self, frame: bytes) -> bool:
+        """`offer`, waiting while the stream's queue is full."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Producer(Protocol):
+    """A POST stream being produced (`_mcp._streams.PostStream`)."""
+
+    def attach(self, subscriber: Subscriber) -> None:
+        """From now on, the stream's live events go to `subscriber` too."""
+        ...
+
+
+class Listening(Protocol):
+    """A subscriptions/listen stream (`_mcp._streams.Listener`)."""
+
+    honored: dict[str, Any]
+    meta: bytes
+
+    @property
+    def outbox(self) -> Subscriber: ...
+
+
+class Bus(Protocol):
+    """The live streams (see the module docstring)."""
+
+    async def attach(self, session_id: str, subscriber: Subscriber) -> bool:
+        """Make `subscriber` the session's standalone stream; False if it has one."""
+        ...
+
+    def detach(self, session_id: str, subscriber: Subscriber) -> None:
+        """`subscriber` is no longer the session's stream (if it still was)."""
+        ...
+
+    def stream_of(self, session_id: str) -> Subscriber | None:
+        """The session's standalone stream, if it is in this process."""
+        ...
+
+    async def send(self, session_id: str, event_id: str, data: bytes, now: float) -> None:
+        """Deliver one event to the session's standalone stream, if it has one."""
+        ...
+
+    async def deliver(
+        self, session_ids: list[str], event_ids: list[str], data: bytes, now: float
+    ) -> None:
+        """Deliver the event `data` to each session's standalone stream, under
+        the event id of the same position."""
+        ...
+
+    def producing(self, session_id: str, number: int, producer: Producer) -> None:
+        """POST stream `number` of the session is being produced here."""
+        ...
+
+    def produced(self, session_id: str, number: int) -> None:
+        """POST stream `number` of the session has ended."""
+        ...
+
+    async def resume(self, session_id: str, number: int, subscriber: Subscriber) -> bool:
+        """Give `subscriber` the live events of POST stream `number`; False if it has ended."""
+        ...
+
+    def listen(self, listener: Listening) -> None: ...
+
+    def unlisten(self, listener: Listening) -> None: ...
+
+    def listeners(self) -> Iterable[Listening]:
+        """The listen streams, in the order they opened (a snapshot)."""
+        ...
+
+    def release(self, session_id: str) -> None:
+        """The session ended: close its standalone stream and forget its POST streams."""
+        ...
+
+    def close_all(self) -> None:
+        """The server drains: close every standalone and listen stream here."""
+        ...
+
+    def attached(self) -> list[str]:
+        """The sessions with a standalone stream here (they are busy)."""
+        ...
+
+    def open_streams(self) -> int:
+        """How many standalone and listen streams are open here (for statistics)."""
+        ...
+
+
+class MemoryBus:
+    """The live streams of this process (the default)."""
+
+    __slots__ = ("_streams", "_producers", "_listeners")
+
+    def __init__(self) -> None:
+        self._streams: dict[str, Subscriber] = {}
+        self._producers: dict[tuple[str, int], Producer] = {}
+        #: The listen streams in the order they opened (a dict for that order):
+        #: a fan-out walks them as they were allocated, in memory order.
+        self._listeners: dict[Listening, None] = {}
+
+    async def attach(self, session_id: str, subscriber: Subscriber) -> bool:
+        if session_id in self._streams:
+            return False
+        self._streams[session_id] = subscriber
+        return True
+
+    def detach(self, session_id: str, subscriber: Subscriber) -> None:
+        if dict.get(self._streams, session_id) is subscriber:
+            del self._streams[session_id]
+
+    def stream_of(self, session_id: str) -> Subscriber | None:
+        return dict.get(self._streams, session_id)
+
+    async def send(self, session_id: str, event_id: str, data: bytes, now: float) -> None:
+        stream = dict.get(self._streams, session_id)
+        if stream is not None:
+            frame = format_event(data, event_id=event_id.encode(), event=MESSAGE_EVENT)
+            if not stream.offer(frame, now):
+                del self._streams[session_id]  # too slow: the client must resume
+
+    async def deliver(
+        self, session_ids: list[str], event_ids: list[str], data: bytes, now: float
+    ) -> None:
+        streams = self._streams
+        for session_id, event_id in zip(session_ids, event_ids, strict=True):
+            stream = dict.get(streams, session_id)
+            if stream is not None:
+                frame = format_event(data, event_id=event_id.encode(), event=MESSAGE_EVENT)
+                if not stream.offer(frame, now):
+                    del streams[session_id]
+
+    def producing(self, session_id: str, number: int, producer: Producer) -> None:
+        self._producers[session_id, number] = producer
+
+    def produced(self, session_id: str, number: int) -> None:
+        self._producers.pop((session_id, number), None)
+
+    async def resume(self, session_id: str, number: int, subscriber: Subscriber) -> bool:
+        producer = dict.get(self._producers, (session_id, number))
+        if producer is None:
+            return False
+        producer.attach(subscriber)
+        return True
+
+    def listen(self, listener: Listening) -> None:
+        self._listeners[listener] = None
+
+    def unlisten(self, listener: Listening) -> None:
+        self._listeners.pop(listener, None)
+
+    def listeners(self) -> list[Listening]:
+        return list(self._listeners)
+
+    def release(self, session_id: str) -> None:
+        stream = self._streams.pop(session_id, None)
+        if stream is not None:
+            stream.close()
+        for key in [key for key in self._producers if key[0] == session_id]:
+            del self._producers[key]
+
+    def close_all(self) -> None:
+        for listener in list(self._listeners):
+            listener.outbox.close()
+        for stream in list(self._streams.values()):
+            stream.close()
+        self._streams.clear()
+
+    def attached(self) -> list[str]:
+        return list(self._streams)
+
+    def open_streams(self) -> int:
+        return len(self._streams) + len(self._listeners)

@@ -1,0 +1,40 @@
+"""`Stores`: the four seams together, as an endpoint takes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .._config import MCPConfig
+from .._protocol._events import EventLimits
+from ._bus import Bus, MemoryBus
+from ._events import EventStore, MemoryEventStore
+from ._requests import MemoryRequestRegistry, RequestRegistry
+from ._sessions import MemorySessionStore, SessionStore
+
+
+@dataclass(frozen=True, slots=True)
+class Stores:
+    """Where an endpoint keeps its shared state (see ``_stores/__init__.py``)."""
+
+    sessions: SessionStore
+    events: EventStore
+    bus: Bus
+    requests: RequestRegistry
+
+
+def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
+    """The in-memory stores with `config`'s bounds; `grace_s` is how far the
+    sweeper's clock readings may lag the clock."""
+    return Stores(
+        MemorySessionStore(config.max_sessions, config.session_idle_timeout_s, grace_s),
+        MemoryEventStore(
+            EventLimits(
+                config.event_buffer_events,
+                config.event_buffer_bytes,
+                config.event_buffer_age_s,
+                config.event_buffer_session_bytes,
+            )
+        ),
+        MemoryBus(),
+        MemoryRequestRegistry(),
+    )
