@@ -14,8 +14,8 @@ from trio_mcp._protocol._jsonrpc import (
     PARSE_ERROR,
     Invalid,
     Notification,
-    Request,
-    Response,
+    RPCRequest,
+    RPCResponse,
     decode_body,
     error_bytes,
     notification_bytes,
@@ -33,13 +33,13 @@ def one(body: bytes) -> object:
 
 def test_request() -> None:
     message = one(b'{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"x"}}')
-    assert isinstance(message, Request)
+    assert isinstance(message, RPCRequest)
     assert (message.id, message.method, message.params) == (7, "tools/list", {"cursor": "x"})
 
 
 def test_request_with_string_id_and_no_params() -> None:
     message = one(b'{"jsonrpc":"2.0","id":"a-1","method":"ping"}')
-    assert isinstance(message, Request)
+    assert isinstance(message, RPCRequest)
     assert (message.id, message.params) == ("a-1", {})
 
 
@@ -63,7 +63,7 @@ def test_notification() -> None:
 )
 def test_response_from_the_client(body: bytes, result: object, error: object) -> None:
     message = one(body)
-    assert isinstance(message, Response)
+    assert isinstance(message, RPCResponse)
     assert (message.id, message.result, message.error) == (3, result, error)
 
 
@@ -114,7 +114,7 @@ def test_batch_keeps_order_and_isolates_bad_elements() -> None:
         allow_batch=True,
     )
     assert batch
-    assert [type(m) for m in messages] == [Request, Notification, Invalid, Invalid]
+    assert [type(m) for m in messages] == [RPCRequest, Notification, Invalid, Invalid]
     bad_with_id, bad_without = messages[2], messages[3]
     assert isinstance(bad_with_id, Invalid) and bad_with_id.id == "b"
     assert bad_with_id.error.code == INVALID_REQUEST
@@ -185,10 +185,10 @@ def test_arbitrary_objects_classify_or_fail_cleanly(obj: dict[str, object]) -> N
         assert exc.code in (INVALID_REQUEST, INVALID_PARAMS)
     else:
         assert obj["jsonrpc"] == "2.0"
-        if isinstance(message, Request):
+        if isinstance(message, RPCRequest):
             assert obj["id"] == message.id and message.id is not None
             assert isinstance(message.params, dict)
         elif isinstance(message, Notification):
             assert "id" not in obj
         else:
-            assert isinstance(message, Response)
+            assert isinstance(message, RPCResponse)

@@ -10,11 +10,19 @@ from the transport comes in as callables, so this module imports no trio.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .._errors import InputRequired, LocalProtocolError, MCPError
 from .._json import dumps
 from .._protocol._logging import LOG_LEVELS
+
+
+class _Cancellation(Protocol):
+    """What tells a handler its request was cancelled (a trio cancel scope)."""
+
+    @property
+    def cancel_called(self) -> bool: ...
+
 
 #: The client capability each kind of input request needs.
 _INPUT_CAPABILITY: Final = {
@@ -63,7 +71,7 @@ class Context:
         progress_token: str | int | None,
         emit: Callable[[bytes], Awaitable[None]],
         log_level: str | None,
-        cancel_scope: Any,
+        cancel_scope: _Cancellation,
         lifespan: Any = None,
         request: Callable[[str, dict[str, Any], str, float | None], Awaitable[Any]] | None = None,
         close_stream: Callable[[], Awaitable[None]] | None = None,

@@ -25,6 +25,7 @@ from .._protocol._envelope import ALL_VERSIONS
 from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
 from .._protocol._logging import LOG_LEVELS
 from .._protocol._revisions import at_least
+from .._protocol._sessions import Session
 from .._stores._sessions import SessionStore
 
 logger = logging.getLogger("trio_mcp.endpoint")
@@ -39,7 +40,8 @@ class Dispatcher:
         self.app = app
         #: Where subscriptions and log levels are kept.
         self.sessions = sessions
-        #: JSON-RPC method name -> handler(params, ctx, session, version) -> result.
+        #: JSON-RPC method name -> handler(params, ctx, session, version) -> result
+        #: (`session`: the request's session record, None without one).
         self.methods: dict[str, Callable[..., Awaitable[dict[str, Any]]]] = {
             "ping": self._ping,
             "tools/list": self._tools_list,
@@ -78,7 +80,7 @@ class Dispatcher:
         return self._modern_methods
 
     async def _discover(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         result: dict[str, Any] = {
             "supportedVersions": list(ALL_VERSIONS),
@@ -95,7 +97,7 @@ class Dispatcher:
         return await trio.to_thread.run_sync(functools.partial(fn, **kwargs))
 
     async def _ping(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         return {}
 
@@ -110,12 +112,12 @@ class Dispatcher:
         return result
 
     async def _tools_list(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         return self._page([t.listing for t in self.app.tools.values()], params, "tools")
 
     async def _tools_call(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         name = dict.get(params, "name")
         tool = dict.get(self.app.tools, name) if isinstance(name, str) else None
@@ -156,18 +158,18 @@ class Dispatcher:
         return tool_result(tool, value)
 
     async def _resources_list(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         return self._page([r.listing for r in self.app.resources.values()], params, "resources")
 
     async def _resource_templates_list(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         listings = [t.listing for t in self.app.resource_templates.values()]
         return self._page(listings, params, "resourceTemplates")
 
     async def _resources_read(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         uri = _uri(params)
         resource = self.app.resources.get(uri)
@@ -196,7 +198,7 @@ class Dispatcher:
         raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
 
     async def _resources_subscribe(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         uri = _uri(params)
         if session is not None:
@@ -204,7 +206,7 @@ class Dispatcher:
         return {}
 
     async def _resources_unsubscribe(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         uri = _uri(params)
         if session is not None:
@@ -212,12 +214,12 @@ class Dispatcher:
         return {}
 
     async def _prompts_list(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         return self._page([p.listing for p in self.app.prompts.values()], params, "prompts")
 
     async def _prompts_get(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         name = params.get("name")
         prompt = self.app.prompts.get(name) if isinstance(name, str) else None
@@ -240,7 +242,7 @@ class Dispatcher:
         return result
 
     async def _logging_set_level(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         level = params.get("level")
         if level not in LOG_LEVELS:
@@ -250,7 +252,7 @@ class Dispatcher:
         return {}
 
     async def _completion_complete(
-        self, params: dict[str, Any], ctx: Context, session: Any, version: str
+        self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
         completer = self.app.completer
         if completer is None:

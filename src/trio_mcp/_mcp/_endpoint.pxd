@@ -24,4 +24,5 @@ cdef class MCPEndpoint:
     cdef public ModernTransport modern
     cdef public HTTPSSETransport http_sse
     cpdef route(self, Request request)
+    cpdef _route_endpoint(self, Request request, cors)
     cpdef _post(self, Request request, cors, principal)

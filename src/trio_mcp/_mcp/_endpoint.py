@@ -35,10 +35,10 @@ from .._protocol._jsonrpc import (
     Invalid,
     Message,
     Notification,
+    RPCRequest,
     decode_body,
     error_message,
 )
-from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._request_state import StateSealer
 from .._protocol._revisions import HEADERLESS_VERSION
 from .._stores._stores import Stores, memory_stores
@@ -128,9 +128,8 @@ class MCPEndpoint:
     def route(self, request: Request) -> Response | DeferredResponse:
         """The answer to `request`, without waiting (the server's `Handler` contract)."""
         path = request.path
-        if path not in self._paths:
-            if path in self._sse_paths:
-                return self._route_http_sse(request)
+        on_endpoint = path in self._paths
+        if not on_endpoint and path not in self._sse_paths:
             return Response(404, [_NOT_FOUND], b"not found\n")
         try:
             self.admission.check_origin(request)
@@ -139,32 +138,37 @@ class MCPEndpoint:
         cors = cors_headers(request)
         response: Response | DeferredResponse
         try:
-            method = request.method
-            if method == "POST":
-                self.admission.check_post_head(request)
-                if self.authenticate is None:
-                    response = self._post(request, cors, None)
-                else:
-                    response = self._authenticated(self._post, request, cors)
-            elif method in ("GET", "DELETE") and self.config.eras == "modern":
-                response = Response(405, [(b"allow", b"POST, OPTIONS")])
-            elif method == "GET":
-                self.admission.check_get_head(request)
-                response = self._with_principal(self.streamable.get, request, cors)
-            elif method == "DELETE":
-                response = self._with_principal(self.streamable.delete, request, cors)
-            elif method == "OPTIONS":
-                if cors and request.header(b"access-control-request-method") is not None:
-                    # a CORS preflight: answered before (and without) authentication
-                    return Response(204, cors + preflight_headers(request))
-                response = Response(204, [(b"allow", ALLOW)])
+            if on_endpoint:
+                response = self._route_endpoint(request, cors)
             else:
-                response = Response(405, [(b"allow", ALLOW)])
+                response = self._route_http_sse(request, cors)
         except Rejection as rejection:
             response = rejection_response(rejection)
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    def _route_endpoint(self, request: Request, cors: Headers) -> Response | DeferredResponse:
+        """The endpoint's methods (a Response's CORS headers are added by `route`)."""
+        method = request.method
+        if method == "POST":
+            self.admission.check_post_head(request)
+            if self.authenticate is None:
+                return self._post(request, cors, None)
+            return self._authenticated(self._post, request, cors)
+        if method in ("GET", "DELETE") and self.config.eras == "modern":
+            return Response(405, [(b"allow", b"POST, OPTIONS")])
+        if method == "GET":
+            self.admission.check_get_head(request)
+            return self._with_principal(self.streamable.get, request, cors)
+        if method == "DELETE":
+            return self._with_principal(self.streamable.delete, request, cors)
+        if method == "OPTIONS":
+            if cors and request.header(b"access-control-request-method") is not None:
+                # a CORS preflight: answered before (and without) authentication
+                return Response(204, preflight_headers(request))
+            return Response(204, [(b"allow", ALLOW)])
+        return Response(405, [(b"allow", ALLOW)])
 
     def _post(
         self, request: Request, cors: Headers, principal: object
@@ -219,30 +223,17 @@ class MCPEndpoint:
             raise refuse(401, "Unauthorized", [(b"www-authenticate", b"Bearer")])
         return principal
 
-    def _route_http_sse(self, request: Request) -> Response | DeferredResponse:
+    def _route_http_sse(self, request: Request, cors: Headers) -> Response | DeferredResponse:
         """The 2024-11-05 HTTP+SSE pair: ``GET /sse`` and ``POST /messages``."""
-        try:
-            self.admission.check_origin(request)
-        except Rejection as rejection:
-            return rejection_response(rejection)
-        cors = cors_headers(request)
-        response: Response | DeferredResponse
-        try:
-            if request.path == self.config.sse_path:
-                if request.method not in ("GET", "HEAD"):
-                    return Response(405, [(b"allow", b"GET")] + cors)
-                self.http_sse.check_open(request)
-                response = self._with_principal(self.http_sse.open, request, cors)
-            elif request.method != "POST":
-                return Response(405, [(b"allow", b"POST")] + cors)
-            else:
-                self.http_sse.check_post(request)
-                response = self._with_principal(self._http_sse_post, request, cors)
-        except Rejection as rejection:
-            response = rejection_response(rejection)
-        if type(response) is Response:
-            response.headers = response.headers + cors
-        return response
+        if request.path == self.config.sse_path:
+            if request.method not in ("GET", "HEAD"):
+                return Response(405, [(b"allow", b"GET")])
+            self.http_sse.check_open(request)
+            return self._with_principal(self.http_sse.open, request, cors)
+        if request.method != "POST":
+            return Response(405, [(b"allow", b"POST")])
+        self.http_sse.check_post(request)
+        return self._with_principal(self._http_sse_post, request, cors)
 
     def _http_sse_post(
         self, request: Request, cors: Headers, principal: object

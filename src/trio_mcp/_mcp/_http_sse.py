@@ -22,9 +22,14 @@ from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
 from .._protocol._admission import SSE, accepts, is_json_content_type, query_value
 from .._protocol._answers import refuse, rejection_response, sessions_full
-from .._protocol._jsonrpc import INTERNAL_ERROR, Notification, decode_body, error_message
-from .._protocol._jsonrpc import Request as RPCRequest
-from .._protocol._jsonrpc import Response as RPCResponse
+from .._protocol._jsonrpc import (
+    INTERNAL_ERROR,
+    Notification,
+    RPCRequest,
+    RPCResponse,
+    decode_body,
+    error_message,
+)
 from .._protocol._sessions import Session
 from .._speedups import format_event
 from .._stores._bus import Subscriber

@@ -6,7 +6,7 @@
 cimport cython
 from trio_mcp._http._connection cimport Request
 from trio_mcp._protocol._envelope cimport Envelope
-from trio_mcp._protocol._jsonrpc cimport Request as RPCRequest
+from trio_mcp._protocol._jsonrpc cimport RPCRequest
 from trio_mcp._mcp._fanout cimport Broadcaster
 from trio_mcp._mcp._handshake cimport Handshake
 from trio_mcp._mcp._runner cimport RequestRunner

@@ -33,9 +33,9 @@ from .._protocol._jsonrpc import (
     Invalid,
     Message,
     Notification,
+    RPCRequest,
     error_status,
 )
-from .._protocol._jsonrpc import Request as RPCRequest
 from .._protocol._logging import LOG_LEVELS
 from .._speedups import decode_header_value, format_event
 from .._stores._stores import Stores

@@ -5,7 +5,7 @@
 # compiled module calls, per request a C call (it stays callable from Python).
 cimport cython
 from trio_mcp._protocol._envelope cimport Envelope
-from trio_mcp._protocol._jsonrpc cimport Request as RPCRequest
+from trio_mcp._protocol._jsonrpc cimport RPCRequest
 from trio_mcp._mcp._dispatch cimport Dispatcher
 
 @cython.final

@@ -32,11 +32,11 @@ from .._protocol._jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     Notification,
+    RPCRequest,
+    RPCResponse,
     error_message,
     request_bytes,
 )
-from .._protocol._jsonrpc import Request as RPCRequest
-from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._request_state import StateSealer, params_digest
 from .._protocol._sessions import Session
 from .._stores._stores import Stores

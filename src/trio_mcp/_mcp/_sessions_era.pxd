@@ -5,7 +5,7 @@
 # compiled module calls, per request a C call (it stays callable from Python).
 cimport cython
 from trio_mcp._http._connection cimport Request
-from trio_mcp._protocol._jsonrpc cimport Request as RPCRequest
+from trio_mcp._protocol._jsonrpc cimport RPCRequest
 from trio_mcp._protocol._sessions cimport Session
 from trio_mcp._mcp._fanout cimport Broadcaster, Sweeper
 from trio_mcp._mcp._handshake cimport Handshake

@@ -38,10 +38,10 @@ from .._protocol._jsonrpc import (
     Invalid,
     Message,
     Notification,
+    RPCRequest,
+    RPCResponse,
     error_message,
 )
-from .._protocol._jsonrpc import Request as RPCRequest
-from .._protocol._jsonrpc import Response as RPCResponse
 from .._protocol._revisions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS
 from .._protocol._sessions import Session
 from .._speedups import format_event
@@ -316,15 +316,13 @@ class SessionsTransport:
         except MCPError as exc:
             answer = error_message(message.id, exc)
             return Response(200, JSON_HEADERS, dumps([answer] if batch else answer))
-        headers = list(JSON_HEADERS)
-        if not self.config.stateless:
-            try:
-                session = self.sessions.create_nowait(principal, version, capabilities, client_info)
-            except SessionsFull:
-                return rejection_response(sessions_full())
-            headers.append((b"mcp-session-id", session.id.encode("ascii")))
-        body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
-        return Response(200, headers, body)
+        if self.config.stateless:
+            return _welcome(message, result, None)
+        try:
+            session = self.sessions.create_nowait(principal, version, capabilities, client_info)
+        except SessionsFull:
+            return rejection_response(sessions_full())
+        return _welcome(message, result, session)
 
     async def _initialize(
         self,
@@ -349,19 +347,16 @@ class SessionsTransport:
         await writer.respond(response)
 
     async def _initialize_waiting(self, message: RPCRequest, principal: object) -> Response:
-        """`initialize_nowait`'s answer (not batched, valid), the store awaited."""
+        """`initialize_nowait`'s answer (valid, not batched, with a session),
+        the store awaited."""
         version, capabilities, client_info, result = self.handshake.initialize_result(
             message.params
         )
-        headers = list(JSON_HEADERS)
-        if not self.config.stateless:
-            try:
-                session = await self.sessions.create(principal, version, capabilities, client_info)
-            except SessionsFull:
-                return rejection_response(sessions_full())
-            headers.append((b"mcp-session-id", session.id.encode("ascii")))
-        body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
-        return Response(200, headers, body)
+        try:
+            session = await self.sessions.create(principal, version, capabilities, client_info)
+        except SessionsFull:
+            return rejection_response(sessions_full())
+        return _welcome(message, result, session)
 
     # ---- GET: the session's stream, and resumption ------------------------------
 
@@ -451,3 +446,12 @@ class SessionsTransport:
         if await self.sessions.delete(session.id):
             await self.sweeper.release(session.id)
         await writer.respond(Response(200, cors))
+
+
+def _welcome(message: RPCRequest, result: dict[str, Any], session: Session | None) -> Response:
+    """The InitializeResult answer, with the new session's id when there is one."""
+    headers = list(JSON_HEADERS)
+    if session is not None:
+        headers.append((b"mcp-session-id", session.id.encode("ascii")))
+    body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
+    return Response(200, headers, body)

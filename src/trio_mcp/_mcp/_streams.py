@@ -26,7 +26,7 @@ from .._config import MCPConfig
 from .._http._connection import Headers
 from .._http._handler import Cancellable, ResponseWriter
 from .._protocol._events import MESSAGE_EVENT
-from .._protocol._jsonrpc import Response as RPCResponse
+from .._protocol._jsonrpc import RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
 from .._stores._bus import Subscriber

@@ -4,7 +4,7 @@
 cimport cython
 
 @cython.final
-cdef class Request:
+cdef class RPCRequest:
     cdef public object id, method, params
 
 @cython.final
@@ -12,7 +12,7 @@ cdef class Notification:
     cdef public object method, params
 
 @cython.final
-cdef class Response:
+cdef class RPCResponse:
     cdef public object id, result, error
 
 @cython.final

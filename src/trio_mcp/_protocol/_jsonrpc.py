@@ -58,7 +58,7 @@ def error_status(era: str, code: int) -> int:
     return dict.get(ERROR_STATUS[era], code, 200)
 
 
-class Request:
+class RPCRequest:
     """A JSON-RPC request: it has an id and wants exactly one response."""
 
     __slots__ = ("id", "method", "params")
@@ -69,7 +69,7 @@ class Request:
         self.params = params
 
     def __repr__(self) -> str:
-        return f"<Request id={self.id!r} {self.method}>"
+        return f"<RPCRequest id={self.id!r} {self.method}>"
 
 
 class Notification:
@@ -85,7 +85,7 @@ class Notification:
         return f"<Notification {self.method}>"
 
 
-class Response:
+class RPCResponse:
     """A JSON-RPC response from the peer (to a request the server sent it)."""
 
     __slots__ = ("id", "result", "error")
@@ -99,7 +99,7 @@ class Response:
 
     def __repr__(self) -> str:
         kind = "error" if self.error is not None else "result"
-        return f"<Response id={self.id!r} {kind}>"
+        return f"<RPCResponse id={self.id!r} {kind}>"
 
 
 class Invalid:
@@ -116,7 +116,7 @@ class Invalid:
         self.error = error
 
 
-Message = Request | Notification | Response
+Message = RPCRequest | Notification | RPCResponse
 
 
 def decode_body(body: bytes, *, allow_batch: bool) -> tuple[list[Message | Invalid], bool]:
@@ -180,11 +180,11 @@ def _classify(data: object) -> Message:
             raise MCPError(INVALID_PARAMS, 'Invalid params: "params" must be an object')
         raise MCPError(INVALID_REQUEST, 'Invalid request: "params" must be an object')
     if id is not None:
-        return Request(id, method, params)
+        return RPCRequest(id, method, params)
     return Notification(method, params)
 
 
-def _response(data: dict[str, Any], id: RequestId) -> Response:
+def _response(data: dict[str, Any], id: RequestId) -> RPCResponse:
     has_result = "result" in data
     error = data.get("error")
     if has_result == ("error" in data):
@@ -199,7 +199,7 @@ def _response(data: dict[str, Any], id: RequestId) -> Response:
         raise MCPError(
             INVALID_REQUEST, 'Invalid request: "error" needs an integer code and a message'
         )
-    return Response(id, data.get("result"), error)
+    return RPCResponse(id, data.get("result"), error)
 
 
 # ---- bytes out ----------------------------------------------------------

@@ -28,8 +28,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from .._http._handler import Cancellable
-from .._protocol._jsonrpc import RequestId
-from .._protocol._jsonrpc import Response as RPCResponse
+from .._protocol._jsonrpc import RequestId, RPCResponse
 
 
 class Answerable(Protocol):
