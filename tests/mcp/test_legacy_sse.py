@@ -130,3 +130,24 @@ async def test_legacy_transport_can_be_turned_off(start_mcp) -> None:
     async with await connect(server.ports[0]) as client:
         await client.send(SSE_GET + b"\r\n")
         assert (await client.read_reply()).status == 404
+
+
+async def test_the_end_of_its_stream_releases_the_session_and_its_event_buffers(
+    start_mcp,
+) -> None:
+    server = await start_mcp()
+    port = server.ports[0]
+    endpoint = server.handler
+    client, _, path = await open_legacy(port)
+    session_id = path.split(b"=", 1)[1].decode()
+    with trio.fail_after(10):
+        endpoint.app.log("info", "to every session")  # kept for resumption
+        while session_id not in endpoint.stores.events._sessions:
+            await trio.sleep(0.01)
+        await client.stream.aclose()
+        while session_id in endpoint.stores.events._sessions:
+            await trio.sleep(0.01)
+    assert endpoint.stores.sessions.count() == 0
+    async with await connect(port) as poster:
+        await poster.send(post_message(path, {"jsonrpc": "2.0", "method": "ping", "id": 1}))
+        assert (await poster.read_reply()).status == 404

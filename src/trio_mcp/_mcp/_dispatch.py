@@ -1,4 +1,4 @@
-"""The MCP methods of the 2025 revisions, over a `Server` application.
+"""The MCP methods, over a `Server` application.
 
 `Dispatcher` turns ``tools/call``, ``resources/read``, ``prompts/get`` and the
 other methods into calls of the registered functions and their results into

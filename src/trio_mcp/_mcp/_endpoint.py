@@ -108,7 +108,7 @@ class MCPEndpoint:
         self.runner = RequestRunner(app, config, stores, sealer)
         self.broadcaster = Broadcaster(config, stores)
         self.sweeper = Sweeper(config, stores)
-        self.handshake = Handshake(app)
+        self.handshake = Handshake(app, config, stores.sessions)
         self.streamable = SessionsTransport(
             config, stores, self.runner, self.broadcaster, self.sweeper, self.handshake
         )

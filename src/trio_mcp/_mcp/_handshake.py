@@ -1,4 +1,5 @@
-"""What the server says about itself: ``serverInfo`` and the answer to ``initialize``.
+"""What the server says about itself: ``serverInfo`` and the answer to
+``initialize``, which mints the session of the 2025 revisions.
 
 Shared by the transports that answer an initialize (the 2025 POST, the
 2024-11-05 HTTP+SSE message) and the 2026-07-28 results, which carry
@@ -10,19 +11,29 @@ from __future__ import annotations
 from typing import Any
 
 from .._app._server import Server
-from .._errors import MCPError
-from .._protocol._jsonrpc import INVALID_PARAMS
+from .._config import MCPConfig
+from .._errors import MCPError, SessionsFull
+from .._http._connection import Response
+from .._json import dumps
+from .._protocol._answers import JSON_HEADERS, rejection_response, sessions_full
+from .._protocol._jsonrpc import INVALID_PARAMS, INVALID_REQUEST, RPCRequest, error_message
 from .._protocol._revisions import negotiate
+from .._protocol._sessions import Session
+from .._stores._sessions import SessionStore
 
 
 class Handshake:
     """``serverInfo`` (one shared dict, rebuilt when the app's name, version or
-    title changes) and the InitializeResult of one application."""
+    title changes), the InitializeResult of one application, and the answer
+    to an initialize with its new session."""
 
-    __slots__ = ("app", "_server_info_key", "_server_info")
+    __slots__ = ("app", "config", "sessions", "_server_info_key", "_server_info")
 
-    def __init__(self, app: Server) -> None:
+    def __init__(self, app: Server, config: MCPConfig, sessions: SessionStore) -> None:
         self.app = app
+        self.config = config
+        #: Where the sessions an initialize mints are kept.
+        self.sessions = sessions
         self._server_info_key: tuple[str, str, str | None] | None = None
         self._server_info: dict[str, Any] = {}
 
@@ -60,3 +71,41 @@ class Handshake:
         if self.app.instructions is not None:
             result["instructions"] = self.app.instructions
         return version, capabilities, client_info, result
+
+    def initialize_nowait(self, message: RPCRequest, principal: object, batch: bool) -> Response:
+        """The answer to an initialize, with a new session's id (unless
+        stateless); ``trio.WouldBlock`` when the store cannot make the session
+        without waiting."""
+        try:
+            if batch:
+                raise MCPError(INVALID_REQUEST, "initialize can't be batched")
+            version, capabilities, client_info, result = self.initialize_result(message.params)
+        except MCPError as exc:
+            answer = error_message(message.id, exc)
+            return Response(200, JSON_HEADERS, dumps([answer] if batch else answer))
+        if self.config.stateless:
+            return _welcome(message, result, None)
+        try:
+            session = self.sessions.create_nowait(principal, version, capabilities, client_info)
+        except SessionsFull:
+            return rejection_response(sessions_full())
+        return _welcome(message, result, session)
+
+    async def initialize(self, message: RPCRequest, principal: object) -> Response:
+        """`initialize_nowait`'s answer (for a valid initialize, not batched,
+        with a session), the store awaited."""
+        version, capabilities, client_info, result = self.initialize_result(message.params)
+        try:
+            session = await self.sessions.create(principal, version, capabilities, client_info)
+        except SessionsFull:
+            return rejection_response(sessions_full())
+        return _welcome(message, result, session)
+
+
+def _welcome(message: RPCRequest, result: dict[str, Any], session: Session | None) -> Response:
+    """The InitializeResult answer, with the new session's id when there is one."""
+    headers = list(JSON_HEADERS)
+    if session is not None:
+        headers.append((b"mcp-session-id", session.id.encode("ascii")))
+    body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
+    return Response(200, headers, body)

@@ -21,6 +21,5 @@ cdef class SessionsTransport:
     cpdef check_session(self, Session session, Request request, principal)
     cpdef post(self, Request request, messages, batch, cors, principal)
     cpdef _deferred(self, Request request, session, version, messages, batch, principal, cors)
-    cpdef initialize_nowait(self, RPCRequest message, principal, batch)
     @cython.locals(runner=RequestRunner)
     cpdef _accepted(self, messages, batch, version, session)

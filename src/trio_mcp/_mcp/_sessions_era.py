@@ -20,7 +20,7 @@ from typing import Any, Final
 import trio
 
 from .._config import MCPConfig
-from .._errors import MCPError, Rejection, SessionsFull
+from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
@@ -30,7 +30,6 @@ from .._protocol._answers import (
     forbidden,
     refuse,
     rejection_response,
-    sessions_full,
 )
 from .._protocol._events import StoredEvent
 from .._protocol._jsonrpc import (
@@ -152,7 +151,7 @@ class SessionsTransport:
         if initialize is not None:
             if self.runner.app.authorize is None:
                 try:
-                    return self.initialize_nowait(initialize, principal, batch)
+                    return self.handshake.initialize_nowait(initialize, principal, batch)
                 except trio.WouldBlock:
                     pass
             return DeferredResponse(partial(self._initialize, initialize, principal, batch, cors))
@@ -303,27 +302,6 @@ class SessionsTransport:
         ]
         await self._answer(request, session, version, messages, batch, principal, cors, writer)
 
-    def initialize_nowait(self, message: RPCRequest, principal: object, batch: bool) -> Response:
-        """The answer to an initialize, with a new session's id (unless
-        stateless); ``trio.WouldBlock`` when the store cannot make the session
-        without waiting."""
-        try:
-            if batch:
-                raise MCPError(INVALID_REQUEST, "initialize can't be batched")
-            version, capabilities, client_info, result = self.handshake.initialize_result(
-                message.params
-            )
-        except MCPError as exc:
-            answer = error_message(message.id, exc)
-            return Response(200, JSON_HEADERS, dumps([answer] if batch else answer))
-        if self.config.stateless:
-            return _welcome(message, result, None)
-        try:
-            session = self.sessions.create_nowait(principal, version, capabilities, client_info)
-        except SessionsFull:
-            return rejection_response(sessions_full())
-        return _welcome(message, result, session)
-
     async def _initialize(
         self,
         message: RPCRequest,
@@ -332,31 +310,19 @@ class SessionsTransport:
         cors: Headers,
         writer: ResponseWriter,
     ) -> None:
-        """`initialize_nowait` with an authorize hook (only if it lets the
-        request run), or with a store that must be waited for."""
+        """`Handshake.initialize_nowait` with an authorize hook (only if it lets
+        the request run), or with a store that must be waited for."""
         runner = self.runner
         if runner.app.authorize is not None and await runner.denied([message], principal):
             await writer.respond(forbidden(message.id, cors))
             return
         try:
-            response = self.initialize_nowait(message, principal, batch)
+            response = self.handshake.initialize_nowait(message, principal, batch)
         except trio.WouldBlock:
-            response = await self._initialize_waiting(message, principal)
+            response = await self.handshake.initialize(message, principal)
         if cors:
             response.headers = response.headers + cors
         await writer.respond(response)
-
-    async def _initialize_waiting(self, message: RPCRequest, principal: object) -> Response:
-        """`initialize_nowait`'s answer (valid, not batched, with a session),
-        the store awaited."""
-        version, capabilities, client_info, result = self.handshake.initialize_result(
-            message.params
-        )
-        try:
-            session = await self.sessions.create(principal, version, capabilities, client_info)
-        except SessionsFull:
-            return rejection_response(sessions_full())
-        return _welcome(message, result, session)
 
     # ---- GET: the session's stream, and resumption ------------------------------
 
@@ -429,29 +395,35 @@ class SessionsTransport:
     # ---- DELETE --------------------------------------------------------------
 
     def delete(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
-        """End the session the request names, and free what it held."""
-        if b"mcp-session-id" not in request.singles:
+        """End the session the request names, and free what it held (the
+        session looked up at once when the store can, else in the answer)."""
+        raw = dict.get(request.singles, b"mcp-session-id")
+        if raw is None:
             raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
-        return DeferredResponse(partial(self._delete, request, principal, cors))
+        session_id = raw.decode("latin-1")
+        try:
+            found = self.sessions.get_nowait(session_id)
+        except trio.WouldBlock:
+            return DeferredResponse(partial(self._delete, request, session_id, principal, cors))
+        self.check_session(found, request, principal)
+        return DeferredResponse(partial(self._end, session_id, cors))
 
     async def _delete(
-        self, request: Request, principal: object, cors: Headers, writer: ResponseWriter
+        self,
+        request: Request,
+        session_id: str,
+        principal: object,
+        cors: Headers,
+        writer: ResponseWriter,
     ) -> None:
         try:
-            found = await self.sessions.get(request.singles[b"mcp-session-id"].decode("latin-1"))
-            session = self.check_session(found, request, principal)
+            self.check_session(await self.sessions.get(session_id), request, principal)
         except Rejection as rejection:
             await writer.respond(rejection_response(rejection, cors))
             return
-        if await self.sessions.delete(session.id):
-            await self.sweeper.release(session.id)
+        await self._end(session_id, cors, writer)
+
+    async def _end(self, session_id: str, cors: Headers, writer: ResponseWriter) -> None:
+        if await self.sessions.delete(session_id):
+            await self.sweeper.release(session_id)
         await writer.respond(Response(200, cors))
-
-
-def _welcome(message: RPCRequest, result: dict[str, Any], session: Session | None) -> Response:
-    """The InitializeResult answer, with the new session's id when there is one."""
-    headers = list(JSON_HEADERS)
-    if session is not None:
-        headers.append((b"mcp-session-id", session.id.encode("ascii")))
-    body = dumps({"jsonrpc": "2.0", "id": message.id, "result": result})
-    return Response(200, headers, body)

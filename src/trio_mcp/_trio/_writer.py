@@ -179,8 +179,8 @@ class ConnectionWriter:
         """For an idle stream: an awaitable that returns when the client sends
         more bytes (False) or closes its end (True); None for a transport
         that cannot watch."""
-        watch: Callable[[], Awaitable[bool]] | None = getattr(self._stream, "wait_peer", None)
-        return watch
+        stream = self._stream
+        return stream.wait_peer if type(stream) is SocketIO else None
 
     async def send_framed(self, data: bytes) -> None:
         """Send the rest that `send_nowait` returned."""
