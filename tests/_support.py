@@ -291,3 +291,81 @@ def server_process(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
         proc.wait()
         assert proc.stdout is not None
         proc.stdout.close()
+
+
+class MCP:
+    """One keep-alive connection to the endpoint, speaking raw HTTP."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.session: str | None = None
+        self.version: str | None = None
+
+    async def post(self, body: bytes | dict | list, **kwargs: object) -> Reply:
+        kwargs.setdefault("session", self.session)
+        kwargs.setdefault("version", self.version)
+        await self.client.send(mcp_post(body, **kwargs))  # type: ignore[arg-type]
+        with trio.fail_after(10):
+            return await self.client.read_reply()
+
+    async def initialize(self, version: str = "2025-11-25") -> dict:
+        reply = await self.post(initialize_body(version), session=None, version=None)
+        assert reply.status == 200, reply.body
+        self.session = reply.header(b"mcp-session-id").decode()
+        self.version = orjson.loads(reply.body)["result"]["protocolVersion"]
+        ack = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert ack.status == 202
+        return orjson.loads(reply.body)
+
+    async def call(self, method: str, params: dict | None = None, id: int = 7) -> dict:
+        body: dict = {"jsonrpc": "2.0", "id": id, "method": method}
+        if params is not None:
+            body["params"] = params
+        reply = await self.post(body)
+        assert reply.status == 200, reply.body
+        if reply.header(b"content-type") == b"text/event-stream":
+            return sse_messages(reply.body)[-1]  # type: ignore[return-value]
+        return orjson.loads(reply.body)
+
+
+# ---- 2026-07-28 --------------------------------------------------------------
+
+MODERN_VERSION = "2026-07-28"
+V = MODERN_VERSION
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def modern_body(
+    method: str, params: dict | None = None, *, id: int = 1, meta: dict | None = None
+) -> dict:
+    params = dict(params or {})
+    params["_meta"] = {
+        "io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        **(meta or {}),
+    }
+    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
+
+
+def modern_headers(body: dict, **override: bytes | None) -> list[tuple[bytes, bytes]]:
+    headers = {b"Mcp-Method": body["method"].encode()}
+    name_param = NAMED.get(body["method"])
+    if name_param and name_param in body["params"]:
+        headers[b"Mcp-Name"] = body["params"][name_param].encode()
+    for name, value in override.items():
+        headers[name.replace("_", "-").encode()] = value  # type: ignore[assignment]
+    return [(k, v) for k, v in headers.items() if v is not None]
+
+
+async def modern_call(
+    port: int, body: dict | bytes, version: str | None = V, extra=None, session: str | None = None
+):
+    if extra is None and isinstance(body, dict):
+        extra = modern_headers(body)
+    async with await connect(port) as client:
+        await client.send(mcp_post(body, version=version, extra=extra, session=session))
+        with trio.fail_after(10):
+            reply = await client.read_reply()
+    if reply.header(b"content-type") == b"text/event-stream":
+        return reply, sse_messages(reply.body)
+    return reply, orjson.loads(reply.body) if reply.body else None

@@ -24,12 +24,20 @@ async def start_mcp(
     servers: list[HTTPServer] = []
     copying = request.param == "copying stores"
 
-    async def factory(app=everything, authenticate=None, **config: object) -> HTTPServer:
+    async def factory(
+        app=everything, authenticate=None, principal_key=None, **config: object
+    ) -> HTTPServer:
         mcp_config = MCPConfig(http=ServerConfig(port=0), **config)  # type: ignore[arg-type]
         stores = copying_stores(mcp_config) if copying else None
+        keyed = {"principal_key": principal_key} if principal_key is not None else {}
         server: HTTPServer = await nursery.start(
             lambda task_status: serve_mcp(
-                app, mcp_config, authenticate=authenticate, stores=stores, task_status=task_status
+                app,
+                mcp_config,
+                authenticate=authenticate,
+                stores=stores,
+                task_status=task_status,
+                **keyed,
             )
         )
         servers.append(server)

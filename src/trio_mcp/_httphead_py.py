@@ -24,7 +24,7 @@ _OWS = b" \t"
 _ALPHA = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _DIGIT = b"0123456789"
 #: tchar (RFC 9110 5.6.2): the bytes of a token (method, field name).
-_TCHAR = _ALPHA + _DIGIT + b"!#$%&'*+-.^_`|~"
+TCHAR = _ALPHA + _DIGIT + b"!#$%&'*+-.^_`|~"
 #: The bytes allowed in a field value: HTAB, SP, VCHAR, obs-text.
 _VALUE_CHARS = b"\t" + bytes(range(0x20, 0x7F)) + bytes(range(0x80, 0x100))
 #: The bytes allowed in a request target (VCHAR).
@@ -121,7 +121,7 @@ def _parse_request_line(line: bytes, max_line_bytes: int) -> tuple[bytes, bytes,
     target = line[sp1 + 1 : sp2]
     version = line[sp2 + 1 :]
 
-    if not method or method.translate(None, _TCHAR):
+    if not method or method.translate(None, TCHAR):
         raise RemoteProtocolError("invalid method", 400)
 
     if (
@@ -171,7 +171,7 @@ def _parse_header_line(line: bytes) -> tuple[bytes, bytes]:
     name = line[:colon]
     if name[-1] in _OWS:
         raise RemoteProtocolError("whitespace between header name and colon", 400)
-    if name.translate(None, _TCHAR):
+    if name.translate(None, TCHAR):
         raise RemoteProtocolError("invalid character in header name", 400)
     value = line[colon + 1 :]
     if value.translate(None, _VALUE_CHARS):

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trio_mcp import LocalProtocolError, RemoteProtocolError, Response, ServerConfig
 from trio_mcp._http._connection import (
@@ -281,6 +283,48 @@ def test_limits(data: bytes, status: int) -> None:
     with pytest.raises(RemoteProtocolError) as info:
         c.next_event()
     assert info.value.status == status
+
+
+@pytest.mark.parametrize(
+    "data",
+    [b"\x16\x03\x01\x02\x00", b"\x00", b'{"jsonrpc"', b"GET\t/", b"G\x80T / HTTP/1.1", b"\n"],
+)
+def test_bytes_that_cannot_begin_a_request_are_refused_at_once(data: bytes) -> None:
+    """A TLS hello, a JSON body, a control byte: no line break needed to know."""
+    c = conn()
+    c.receive_data(data)
+    with pytest.raises(RemoteProtocolError) as info:
+        c.next_event()
+    assert info.value.status == 400
+
+
+@given(st.sampled_from([post(b"{}"), b"GET /mcp HTTP/1.1\r\nHost: h\r\n\r\n"]), st.data())
+def test_every_beginning_of_a_request_waits_for_the_rest(
+    request: bytes, data: st.DataObject
+) -> None:
+    cut = data.draw(st.integers(1, len(request) - 1))
+    c = conn()
+    c.receive_data(b"\r\n" + request[:cut])  # (an empty line first is allowed)
+    assert c.next_event() is NEED_DATA
+
+
+#: RFC 9110 5.6.2, written out here rather than taken from the parser.
+RFC_TCHAR = frozenset(
+    b"!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+)
+
+
+@given(st.binary(min_size=1, max_size=40).filter(lambda b: b"\r" not in b and b"\n" not in b))
+def test_an_incomplete_line_is_refused_exactly_when_its_method_is_no_token(start: bytes) -> None:
+    method = start.split(b" ", 1)[0][:32]
+    c = conn()
+    c.receive_data(start)
+    if set(method) <= RFC_TCHAR:
+        assert c.next_event() is NEED_DATA
+    else:
+        with pytest.raises(RemoteProtocolError) as info:
+            c.next_event()
+        assert info.value.status == 400
 
 
 def test_oversized_request_line_noticed_before_the_head_limit() -> None:

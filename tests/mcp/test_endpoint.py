@@ -6,44 +6,9 @@ import h11
 import orjson
 import pytest
 import trio
-from _support import Client, Reply, connect, initialize_body, mcp_post, sse_messages
+from _support import MCP, Client, Reply, connect, initialize_body, mcp_post, sse_messages
 
 from trio_mcp import Context, MCPError, Server
-
-
-class MCP:
-    """One keep-alive connection to the endpoint, speaking raw HTTP."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.session: str | None = None
-        self.version: str | None = None
-
-    async def post(self, body: bytes | dict | list, **kwargs: object) -> Reply:
-        kwargs.setdefault("session", self.session)
-        kwargs.setdefault("version", self.version)
-        await self.client.send(mcp_post(body, **kwargs))  # type: ignore[arg-type]
-        with trio.fail_after(10):
-            return await self.client.read_reply()
-
-    async def initialize(self, version: str = "2025-11-25") -> dict:
-        reply = await self.post(initialize_body(version), session=None, version=None)
-        assert reply.status == 200, reply.body
-        self.session = reply.header(b"mcp-session-id").decode()
-        self.version = orjson.loads(reply.body)["result"]["protocolVersion"]
-        ack = await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        assert ack.status == 202
-        return orjson.loads(reply.body)
-
-    async def call(self, method: str, params: dict | None = None, id: int = 7) -> dict:
-        body: dict = {"jsonrpc": "2.0", "id": id, "method": method}
-        if params is not None:
-            body["params"] = params
-        reply = await self.post(body)
-        assert reply.status == 200, reply.body
-        if reply.header(b"content-type") == b"text/event-stream":
-            return sse_messages(reply.body)[-1]  # type: ignore[return-value]
-        return orjson.loads(reply.body)
 
 
 @pytest.fixture

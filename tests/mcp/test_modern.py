@@ -5,50 +5,20 @@ from __future__ import annotations
 import orjson
 import pytest
 import trio
-from _support import connect, mcp_post, sse_messages
+from _support import MODERN_VERSION as V
+from _support import (
+    connect,
+    mcp_post,
+    modern_body,
+    modern_call,
+    modern_headers,
+)
 
-V = "2026-07-28"
-NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-def modern_body(
-    method: str, params: dict | None = None, *, id: int = 1, meta: dict | None = None
-) -> dict:
-    params = dict(params or {})
-    params["_meta"] = {
-        "io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        **(meta or {}),
-    }
-    return {"jsonrpc": "2.0", "id": id, "method": method, "params": params}
-
-
-def modern_headers(body: dict, **override: bytes | None) -> list[tuple[bytes, bytes]]:
-    headers = {b"Mcp-Method": body["method"].encode()}
-    name_param = NAMED.get(body["method"])
-    if name_param and name_param in body["params"]:
-        headers[b"Mcp-Name"] = body["params"][name_param].encode()
-    for name, value in override.items():
-        headers[name.replace("_", "-").encode()] = value  # type: ignore[assignment]
-    return [(k, v) for k, v in headers.items() if v is not None]
-
-
-async def call(
-    port: int, body: dict | bytes, version: str | None = V, extra=None, session: str | None = None
-):
-    if extra is None and isinstance(body, dict):
-        extra = modern_headers(body)
-    async with await connect(port) as client:
-        await client.send(mcp_post(body, version=version, extra=extra, session=session))
-        with trio.fail_after(10):
-            reply = await client.read_reply()
-    if reply.header(b"content-type") == b"text/event-stream":
-        return reply, sse_messages(reply.body)
-    return reply, orjson.loads(reply.body) if reply.body else None
+from trio_mcp import MCPError
 
 
 async def test_discover(mcp_port: int) -> None:
-    reply, answer = await call(mcp_port, modern_body("server/discover"))
+    reply, answer = await modern_call(mcp_port, modern_body("server/discover"))
     assert reply.status == 200
     assert reply.header(b"mcp-session-id") is None
     result = answer["result"]
@@ -61,10 +31,10 @@ async def test_discover(mcp_port: int) -> None:
 
 
 async def test_results_carry_result_type_server_info_and_cache_hints(mcp_port: int) -> None:
-    _, listed = await call(mcp_port, modern_body("tools/list"))
+    _, listed = await modern_call(mcp_port, modern_body("tools/list"))
     assert listed["result"]["resultType"] == "complete"
     assert "ttlMs" in listed["result"] and "cacheScope" in listed["result"]
-    _, called = await call(
+    _, called = await modern_call(
         mcp_port, modern_body("tools/call", {"name": "echo", "arguments": {"text": "x"}})
     )
     assert called["result"]["content"] == [{"type": "text", "text": "x"}]
@@ -75,7 +45,7 @@ async def test_results_carry_result_type_server_info_and_cache_hints(mcp_port: i
 
 async def test_cache_hints_are_configurable(start_mcp) -> None:
     server = await start_mcp(cache_ttl_ms=60000, cache_scope="public")
-    _, answer = await call(server.ports[0], modern_body("resources/list"))
+    _, answer = await modern_call(server.ports[0], modern_body("resources/list"))
     assert (answer["result"]["ttlMs"], answer["result"]["cacheScope"]) == (60000, "public")
 
 
@@ -111,7 +81,7 @@ async def test_envelope_and_header_ladder(mcp_port: int, mutate, code: int, word
     headers = dict(modern_headers(body))
     mutate(body, headers)
     extra = [(k, v) for k, v in headers.items() if v is not None]
-    reply, answer = await call(mcp_port, body, extra=extra)
+    reply, answer = await modern_call(mcp_port, body, extra=extra)
     assert reply.status == 400
     assert answer["id"] == 7
     assert answer["error"]["code"] == code
@@ -120,7 +90,7 @@ async def test_envelope_and_header_ladder(mcp_port: int, mutate, code: int, word
 
 async def test_missing_version_header_with_modern_body_is_32020(mcp_port: int) -> None:
     body = modern_body("tools/list")
-    reply, answer = await call(mcp_port, body, version=None)
+    reply, answer = await modern_call(mcp_port, body, version=None)
     assert reply.status == 400
     assert answer["error"]["code"] == -32020
 
@@ -128,7 +98,7 @@ async def test_missing_version_header_with_modern_body_is_32020(mcp_port: int) -
 async def test_unsupported_version_is_32022_with_the_list(mcp_port: int) -> None:
     body = modern_body("tools/list")
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2027-01-01"
-    reply, answer = await call(mcp_port, body, version="2027-01-01")
+    reply, answer = await modern_call(mcp_port, body, version="2027-01-01")
     assert reply.status == 400
     assert answer["error"]["code"] == -32022
     assert answer["error"]["data"]["requested"] == "2027-01-01"
@@ -138,7 +108,9 @@ async def test_unsupported_version_is_32022_with_the_list(mcp_port: int) -> None
 async def test_sentinel_encoded_and_padded_names_are_accepted(mcp_port: int) -> None:
     body = modern_body("tools/call", {"name": "echo", "arguments": {"text": "x"}})
     for value in (b"=?base64?ZWNobw==?=", b"  echo  "):
-        reply, answer = await call(mcp_port, body, extra=modern_headers(body, Mcp_Name=value))
+        reply, answer = await modern_call(
+            mcp_port, body, extra=modern_headers(body, Mcp_Name=value)
+        )
         assert reply.status == 200, answer
 
 
@@ -154,7 +126,7 @@ async def test_sentinel_encoded_and_padded_names_are_accepted(mcp_port: int) -> 
     ],
 )
 async def test_removed_and_unknown_methods_are_404(mcp_port: int, method: str) -> None:
-    reply, answer = await call(
+    reply, answer = await modern_call(
         mcp_port, modern_body(method, {"uri": "test://x"} if "subscribe" in method else {})
     )
     assert reply.status == 404
@@ -162,7 +134,7 @@ async def test_removed_and_unknown_methods_are_404(mcp_port: int, method: str) -
 
 
 async def test_no_session_is_minted_or_needed_and_stale_ids_are_ignored(mcp_port: int) -> None:
-    reply, answer = await call(mcp_port, modern_body("tools/list"), session="f" * 32)
+    reply, answer = await modern_call(mcp_port, modern_body("tools/list"), session="f" * 32)
     assert reply.status == 200
     assert reply.header(b"mcp-session-id") is None
     assert answer["result"]["tools"]
@@ -170,7 +142,7 @@ async def test_no_session_is_minted_or_needed_and_stale_ids_are_ignored(mcp_port
 
 async def test_no_log_messages_without_log_level(mcp_port: int) -> None:
     body = modern_body("tools/call", {"name": "test_tool_with_logging"})
-    reply, answer = await call(mcp_port, body)
+    reply, answer = await modern_call(mcp_port, body)
     assert reply.header(b"content-type") == b"application/json"
     assert answer["result"]["content"][0]["text"] == "Logging test completed"
     body = modern_body(
@@ -178,10 +150,10 @@ async def test_no_log_messages_without_log_level(mcp_port: int) -> None:
         {"name": "test_tool_with_logging"},
         meta={"io.modelcontextprotocol/logLevel": "info"},
     )
-    reply, messages = await call(mcp_port, body)
+    reply, messages = await modern_call(mcp_port, body)
     assert [m.get("method") for m in messages[:-1]] == ["notifications/message"] * 3
     bad = modern_body("tools/list", meta={"io.modelcontextprotocol/logLevel": "loud"})
-    reply, answer = await call(mcp_port, bad)
+    reply, answer = await modern_call(mcp_port, bad)
     assert (reply.status, answer["error"]["code"]) == (400, -32602)
 
 
@@ -189,7 +161,7 @@ async def test_progress_goes_on_the_request_stream(mcp_port: int) -> None:
     body = modern_body(
         "tools/call", {"name": "test_tool_with_progress"}, meta={"progressToken": "p"}
     )
-    reply, messages = await call(mcp_port, body)
+    reply, messages = await modern_call(mcp_port, body)
     assert reply.header(b"content-type") == b"text/event-stream"
     assert [m["params"]["progress"] for m in messages[:-1]] == [0, 50, 100]
     assert messages[-1]["result"]["resultType"] == "complete"
@@ -197,18 +169,20 @@ async def test_progress_goes_on_the_request_stream(mcp_port: int) -> None:
 
 async def test_notifications_are_accepted_and_responses_refused(mcp_port: int) -> None:
     note = {"jsonrpc": "2.0", "method": "notifications/whatever", "params": {"_meta": {}}}
-    reply, _ = await call(mcp_port, note, extra=[(b"Mcp-Method", b"notifications/whatever")])
+    reply, _ = await modern_call(mcp_port, note, extra=[(b"Mcp-Method", b"notifications/whatever")])
     assert reply.status == 202
     response = {"jsonrpc": "2.0", "id": 3, "result": {}}
-    reply, answer = await call(mcp_port, response, extra=[])
+    reply, answer = await modern_call(mcp_port, response, extra=[])
     assert reply.status == 400
     assert answer["error"]["code"] == -32600
 
 
 async def test_handler_errors_stay_200_with_their_code(mcp_port: int) -> None:
-    reply, answer = await call(mcp_port, modern_body("tools/call", {"name": "nope"}))
+    reply, answer = await modern_call(mcp_port, modern_body("tools/call", {"name": "nope"}))
     assert (reply.status, answer["error"]["code"]) == (200, -32602)
-    reply, answer = await call(mcp_port, modern_body("resources/read", {"uri": "test://nope"}))
+    reply, answer = await modern_call(
+        mcp_port, modern_body("resources/read", {"uri": "test://nope"})
+    )
     assert reply.status == 200
     assert answer["error"]["data"] == {"uri": "test://nope"}
 
@@ -237,7 +211,7 @@ async def test_input_required_round_trip(mcp_port: int) -> None:
         {"name": "test_input_required_result_elicitation"},
         meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
     )
-    reply, answer = await call(mcp_port, first)
+    reply, answer = await modern_call(mcp_port, first)
     result = answer["result"]
     assert reply.status == 200
     assert result["resultType"] == "input_required"
@@ -256,7 +230,7 @@ async def test_input_required_round_trip(mcp_port: int) -> None:
         id=2,
         meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
     )
-    _, done = await call(mcp_port, retry)
+    _, done = await modern_call(mcp_port, retry)
     assert done["result"]["resultType"] == "complete"
     assert done["result"]["content"][0]["text"] == "Hello, Ada!"
 
@@ -267,9 +241,9 @@ async def test_retry_without_the_answer_asks_again(mcp_port: int) -> None:
         {"name": "test_input_required_result_elicitation"},
         meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
     )
-    _, answer = await call(mcp_port, body)
+    _, answer = await modern_call(mcp_port, body)
     body["params"]["requestState"] = answer["result"]["requestState"]
-    _, again = await call(mcp_port, body)
+    _, again = await modern_call(mcp_port, body)
     assert again["result"]["resultType"] == "input_required"
 
 
@@ -279,11 +253,11 @@ async def test_tampered_or_foreign_state_is_refused(mcp_port: int) -> None:
         {"name": "test_input_required_result_tampered_state"},
         meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
     )
-    _, answer = await call(mcp_port, body)
+    _, answer = await modern_call(mcp_port, body)
     token = answer["result"]["requestState"]
     body["params"]["requestState"] = token[:-3] + ("AAA" if not token.endswith("AAA") else "BBB")
     body["params"]["inputResponses"] = {"confirm": {"action": "accept"}}
-    _, refused = await call(mcp_port, body)
+    _, refused = await modern_call(mcp_port, body)
     assert refused["error"]["code"] == -32602
     # the same state on another tool's request is foreign too
     other = modern_body(
@@ -291,21 +265,93 @@ async def test_tampered_or_foreign_state_is_refused(mcp_port: int) -> None:
         {"name": "test_input_required_result_request_state", "requestState": token},
         meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
     )
-    _, refused = await call(mcp_port, other)
+    _, refused = await modern_call(mcp_port, other)
     assert refused["error"]["code"] == -32602
+
+
+async def test_state_expires_in_wall_clock_time_for_every_replica(start_mcp) -> None:
+    """Once sealed in trio's clock, whose offset is random per process: another
+    replica took expired states and refused fresh ones."""
+    import time
+
+    from trio_mcp._protocol._request_state import CLOCK_SKEW_S, StateSealer, params_digest
+
+    server = await start_mcp(request_state_keys=("shared-key",), request_state_ttl_s=60)
+    params = {"name": "test_input_required_result_elicitation"}
+    body = modern_body(
+        "tools/call", params, meta={"io.modelcontextprotocol/clientCapabilities": ELICIT}
+    )
+    _, answer = await modern_call(server.ports[0], body)
+    token = answer["result"]["requestState"]
+    replica = StateSealer([b"shared-key"])  # another process, with its own trio clock
+    where = {"principal": "-", "method": "tools/call", "digest": params_digest(params)}
+    assert replica.open(token, now=time.time(), **where) == ({}, {})
+    with pytest.raises(MCPError):
+        replica.open(token, now=time.time() + 60 + CLOCK_SKEW_S + 5, **where)
+
+
+async def test_a_principal_with_no_stable_key_gets_an_error_not_a_broken_answer(
+    start_mcp,
+) -> None:
+    class User:  # (no principal_key= for it)
+        pass
+
+    async def authenticate(request):
+        return User()
+
+    server = await start_mcp(authenticate=authenticate)
+    body = modern_body(
+        "tools/call",
+        {"name": "test_input_required_result_elicitation"},
+        meta={"io.modelcontextprotocol/clientCapabilities": ELICIT},
+    )
+    reply, answer = await modern_call(server.ports[0], body)
+    assert (reply.status, answer["error"]["code"]) == (200, -32603)
+
+
+async def test_principal_key_binds_states_to_what_the_application_says(start_mcp) -> None:
+    class User:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+    async def authenticate(request):
+        return User(request.header(b"authorization").decode())
+
+    server = await start_mcp(authenticate=authenticate, principal_key=lambda user: user.name)
+    port = server.ports[0]
+    caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT}
+    params = {"name": "test_input_required_result_elicitation"}
+    alice = [(b"Authorization", b"alice")]
+    body = modern_body("tools/call", params, meta=caps)
+    _, answer = await modern_call(port, body, extra=modern_headers(body) + alice)
+    retry = modern_body(
+        "tools/call",
+        {
+            **params,
+            "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Ada"}}},
+            "requestState": answer["result"]["requestState"],
+        },
+        meta=caps,
+    )
+    _, refused = await modern_call(
+        port, retry, extra=modern_headers(retry) + [(b"Authorization", b"bob")]
+    )
+    assert refused["error"]["code"] == -32602
+    _, done = await modern_call(port, retry, extra=modern_headers(retry) + alice)
+    assert done["result"]["content"][0]["text"] == "Hello, Ada!"
 
 
 async def test_multi_round_keeps_earlier_answers_and_state(mcp_port: int) -> None:
     caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT}
     name = "test_input_required_result_multi_round"
-    _, r1 = await call(mcp_port, modern_body("tools/call", {"name": name}, meta=caps))
+    _, r1 = await modern_call(mcp_port, modern_body("tools/call", {"name": name}, meta=caps))
     assert list(r1["result"]["inputRequests"]) == ["step1"]
     params = {
         "name": name,
         "inputResponses": {"step1": {"action": "accept", "content": {"name": "A"}}},
         "requestState": r1["result"]["requestState"],
     }
-    _, r2 = await call(mcp_port, modern_body("tools/call", params, meta=caps))
+    _, r2 = await modern_call(mcp_port, modern_body("tools/call", params, meta=caps))
     assert list(r2["result"]["inputRequests"]) == ["step2"]
     assert r2["result"]["requestState"] != r1["result"]["requestState"]
     params = {
@@ -313,19 +359,19 @@ async def test_multi_round_keeps_earlier_answers_and_state(mcp_port: int) -> Non
         "inputResponses": {"step2": {"action": "accept", "content": {"name": "B"}}},
         "requestState": r2["result"]["requestState"],
     }
-    _, r3 = await call(mcp_port, modern_body("tools/call", params, meta=caps))
+    _, r3 = await modern_call(mcp_port, modern_body("tools/call", params, meta=caps))
     assert r3["result"]["content"][0]["text"] == "Completed both rounds: A / B"
 
 
 async def test_undeclared_capability_is_32021_or_left_out(mcp_port: int) -> None:
-    reply, answer = await call(
+    reply, answer = await modern_call(
         mcp_port, modern_body("tools/call", {"name": "test_missing_capability"})
     )
     assert reply.status == 400
     assert answer["error"]["code"] == -32021
     assert answer["error"]["data"] == {"requiredCapabilities": {"sampling": {}}}
     caps = {"io.modelcontextprotocol/clientCapabilities": {"roots": {}}}
-    _, answer = await call(
+    _, answer = await modern_call(
         mcp_port,
         modern_body("tools/call", {"name": "test_input_required_result_capabilities"}, meta=caps),
     )
@@ -334,7 +380,7 @@ async def test_undeclared_capability_is_32021_or_left_out(mcp_port: int) -> None
 
 async def test_prompts_can_ask_for_input_too(mcp_port: int) -> None:
     caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT}
-    _, answer = await call(
+    _, answer = await modern_call(
         mcp_port,
         modern_body("prompts/get", {"name": "test_input_required_result_prompt"}, meta=caps),
     )
@@ -344,7 +390,7 @@ async def test_prompts_can_ask_for_input_too(mcp_port: int) -> None:
 
 async def test_a_streaming_tool_asks_with_a_result_never_a_request(mcp_port: int) -> None:
     caps = {"io.modelcontextprotocol/clientCapabilities": ELICIT, "progressToken": 1}
-    reply, messages = await call(
+    reply, messages = await modern_call(
         mcp_port, modern_body("tools/call", {"name": "test_streaming_elicitation"}, meta=caps)
     )
     assert reply.header(b"content-type") == b"text/event-stream"
@@ -404,7 +450,7 @@ async def test_listen_acknowledges_then_streams_what_was_asked(start_mcp) -> Non
 
 
 async def test_listen_needs_a_notifications_object(mcp_port: int) -> None:
-    reply, answer = await call(mcp_port, modern_body("subscriptions/listen", {}))
+    reply, answer = await modern_call(mcp_port, modern_body("subscriptions/listen", {}))
     assert (reply.status, answer["error"]["code"]) == (400, -32602)
 
 
@@ -426,7 +472,7 @@ async def test_mcp_param_headers_mirror_arguments(
 ) -> None:
     body = modern_body("tools/call", {"name": "test_x_mcp_header", "arguments": {"region": region}})
     extra = modern_headers(body, **{"Mcp-Param-Region": header})
-    reply, answer = await call(mcp_port, body, extra=extra)
+    reply, answer = await modern_call(mcp_port, body, extra=extra)
     assert reply.status == status
     if status == 200:
         assert answer["result"]["content"][0]["text"] == f"region={region} count=1"
@@ -443,7 +489,7 @@ async def test_modern_only_refuses_legacy_and_405s_get_delete(start_mcp) -> None
 
     server = await start_mcp(eras="modern")
     port = server.ports[0]
-    reply, answer = await call(port, initialize_body(), version=None, extra=[])
+    reply, answer = await modern_call(port, initialize_body(), version=None, extra=[])
     assert reply.status == 400
     assert answer["error"]["code"] == -32022
     assert answer["error"]["data"]["supported"] == [V]
@@ -456,13 +502,13 @@ async def test_modern_only_refuses_legacy_and_405s_get_delete(start_mcp) -> None
     async with await connect(port) as client:
         await client.send(b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert (await client.read_reply()).status == 404
-    reply, answer = await call(port, modern_body("tools/list"))
+    reply, answer = await modern_call(port, modern_body("tools/list"))
     assert reply.status == 200
 
 
 async def test_legacy_only_answers_2026_as_an_unknown_version(start_mcp) -> None:
     server = await start_mcp(eras="legacy")
-    reply, answer = await call(server.ports[0], modern_body("tools/list"))
+    reply, answer = await modern_call(server.ports[0], modern_body("tools/list"))
     assert reply.status == 400
     assert answer["error"]["code"] == -32600  # not a modern error: clients fall back
 
@@ -532,7 +578,7 @@ async def test_status_code_map(
     extra = [(k, v) for k, v in extra if k.decode() not in override] + [
         (k.encode(), v) for k, v in override.items()
     ]
-    reply, answer = await call(mcp_port, body, extra=extra)
+    reply, answer = await modern_call(mcp_port, body, extra=extra)
     assert reply.status == status, row
     if code is None:
         assert answer is None
@@ -546,10 +592,10 @@ async def test_status_map_unsupported_version_and_auth(start_mcp) -> None:
     body = modern_body("tools/list")
     body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2099-01-01"
     server = await start_mcp()
-    reply, answer = await call(server.ports[0], body, version="2099-01-01")
+    reply, answer = await modern_call(server.ports[0], body, version="2099-01-01")
     assert (reply.status, answer["error"]["code"]) == (400, -32022)
     guarded = await start_mcp(authenticate=_deny_all)
-    reply, _ = await call(guarded.ports[0], modern_body("tools/list"))
+    reply, _ = await modern_call(guarded.ports[0], modern_body("tools/list"))
     assert reply.status == 401
     assert reply.header(b"www-authenticate") == b"Bearer"
 
@@ -565,12 +611,12 @@ async def test_status_map_token_lacks_scope(start_mcp) -> None:
     server = await start_mcp(app)
     body = modern_body("tools/call", {"name": "t"})
     origin = (b"Origin", b"http://localhost:5173")
-    reply, answer = await call(server.ports[0], body, extra=[*modern_headers(body), origin])
+    reply, answer = await modern_call(server.ports[0], body, extra=[*modern_headers(body), origin])
     assert reply.status == 403
     assert reply.header(b"www-authenticate") == b'Bearer error="insufficient_scope"'
     assert reply.header(b"access-control-allow-origin") == b"http://localhost:5173"
     assert answer["id"] == 1
-    reply, answer = await call(server.ports[0], modern_body("tools/list"))
+    reply, answer = await modern_call(server.ports[0], modern_body("tools/list"))
     assert reply.status == 200  # the hook refuses tools/call only
     assert [tool["name"] for tool in answer["result"]["tools"]] == ["t"]
 
@@ -591,7 +637,7 @@ async def test_server_info_follows_the_apps_name_version_and_title(start_mcp) ->
     key = "io.modelcontextprotocol/serverInfo"
 
     async def info() -> dict:
-        _, answer = await call(port, body)
+        _, answer = await modern_call(port, body)
         return answer["result"]["_meta"][key]
 
     assert await info() == {"name": "before", "version": "1.0"}
@@ -620,11 +666,11 @@ async def test_cache_hints_per_list_and_per_resource(start_mcp) -> None:
 
     server = await start_mcp(app, cache_hints={"resources/list": (60000, "public")})
     port = server.ports[0]
-    _, listed = await call(port, modern_body("resources/list"))
+    _, listed = await modern_call(port, modern_body("resources/list"))
     assert (listed["result"]["ttlMs"], listed["result"]["cacheScope"]) == (60000, "public")
-    _, hot_read = await call(port, modern_body("resources/read", {"uri": "test://hot"}))
+    _, hot_read = await modern_call(port, modern_body("resources/read", {"uri": "test://hot"}))
     assert (hot_read["result"]["ttlMs"], hot_read["result"]["cacheScope"]) == (5000, "public")
-    _, plain_read = await call(port, modern_body("resources/read", {"uri": "test://plain"}))
+    _, plain_read = await modern_call(port, modern_body("resources/read", {"uri": "test://plain"}))
     assert (plain_read["result"]["ttlMs"], plain_read["result"]["cacheScope"]) == (0, "private")
 
 

@@ -245,6 +245,18 @@ def test_violating_annotations_are_refused_at_registration(schema: dict, words: 
         ({"count": 42}, [(b"mcp-param-count", b"42")], True),
         ({"count": 42}, [(b"mcp-param-count", b"42.0")], True),  # compared numerically
         ({"count": 42}, [(b"mcp-param-count", b"43")], False),
+        ({"count": -7}, [(b"mcp-param-count", b"-7")], True),
+        # plain decimal only: float() takes each of these, and they once matched
+        ({"count": 1000}, [(b"mcp-param-count", b"1e3")], False),
+        ({"count": 42}, [(b"mcp-param-count", b"4_2")], False),
+        ({"count": 42}, [(b"mcp-param-count", b"+42")], False),
+        ({"count": 42}, [(b"mcp-param-count", b"=?base64?IDQy?=")], False),  # " 42"
+        ({"count": 42}, [(b"mcp-param-count", b"42.")], False),
+        ({"count": 42}, [(b"mcp-param-count", "٤٢".encode())], False),  # Arabic-Indic digits
+        # compared exactly beyond 2^53, where float() made these equal
+        ({"count": 2**53}, [(b"mcp-param-count", b"9007199254740993")], False),
+        ({"count": 2**60 + 1}, [(b"mcp-param-count", b"%d" % (2**60 + 1))], True),
+        ({"count": 2**60}, [(b"mcp-param-count", b"%d" % (2**60 + 1))], False),
         ({"flag": True}, [(b"mcp-param-flag", b"true")], True),
         ({"flag": True}, [(b"mcp-param-flag", b"True")], False),
     ],

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trio_mcp._protocol._admission import (
     JSON,
     SSE,
     accepts,
     host_allowed,
+    host_is_valid,
     host_name,
     is_json_content_type,
     origin_allowed,
@@ -88,3 +93,66 @@ def test_hosts() -> None:
     assert host_allowed(b"api.example:443", frozenset({b"api.example"}), loopback_only=False)
     assert not host_allowed(b"other.example", frozenset({b"api.example"}), loopback_only=False)
     assert host_allowed(None, frozenset(), loopback_only=True)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        b"localhost",
+        b"localhost:8000",
+        b"localhost:",  # an empty port is allowed (RFC 3986 3.2.3)
+        b"127.0.0.1:65535",
+        b"[::1]",
+        b"[::1]:80",
+        b"[2001:db8::7]",
+        b"api.example",
+        b"xn--nxasmq6b.example",
+        b"a%20b",
+        b"",  # (RFC 9112 3.2: an empty Host is valid; it is just not ours)
+    ],
+)
+def test_valid_hosts(host: bytes) -> None:
+    assert host_is_valid(host)
+
+
+@pytest.mark.parametrize(
+    "host",
+    [
+        b"local host",  # once 403 "Host not allowed"; RFC 9112 says 400
+        b"localhost:abc",  # once read as localhost
+        b"[::1]junk",  # once read as [::1]
+        b"[::1]:80:80",
+        b"localhost:80:80",
+        b"localhost:65536",
+        b"localhost:000080",
+        b"localhost:+80",
+        b"[not-ipv6]",
+        b"[::1",
+        b"a%zz",
+        b"user@localhost",
+        b"localhost/path",
+        b"\xff",
+    ],
+)
+def test_invalid_hosts(host: bytes) -> None:
+    assert not host_is_valid(host)
+
+
+@given(st.binary(max_size=40))
+def test_any_host_value_is_judged_without_error(host: bytes) -> None:
+    assert host_is_valid(host) in (True, False)
+
+
+@given(
+    st.one_of(
+        st.from_regex(rb"\A[a-z0-9.-]{1,30}\Z"),
+        st.ip_addresses(v=4).map(lambda a: str(a).encode()),
+        st.ip_addresses(v=6).map(lambda a: b"[" + str(a).encode() + b"]"),
+    ),
+    st.one_of(st.none(), st.integers(0, 65535)),
+)
+def test_every_name_and_port_of_the_grammar_is_valid(name: bytes, port: int | None) -> None:
+    host = name if port is None else name + b":%d" % port
+    assert host_is_valid(host)
+    if name.startswith(b"["):
+        assert ipaddress.ip_address(name[1:-1].decode())

@@ -16,7 +16,8 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
+from decimal import Decimal
+from typing import Any, Final, Literal, Union, get_args, get_origin, get_type_hints
 
 import jsonschema_rs
 
@@ -302,8 +303,11 @@ def _same(text: str, value: Any, kind: str) -> bool:
     if kind == "integer":
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
-        try:
-            return float(text) == value
-        except ValueError:
-            return False
+        # Plain decimal only ("42", "42.0"; never "1e3", "4_2" or " 42", which
+        # float() takes), compared exactly, beyond 2^53 too (Decimal against an
+        # int or a float is exact).
+        return _PLAIN_DECIMAL.fullmatch(text) is not None and Decimal(text) == value
     return isinstance(value, str) and text == value
+
+
+_PLAIN_DECIMAL: Final = re.compile(r"-?[0-9]{1,40}(?:\.[0-9]{1,40})?", re.ASCII)

@@ -33,6 +33,7 @@ from typing import Final
 from .._config import ServerConfig
 from .._errors import LocalProtocolError, RemoteProtocolError
 from .._headers_py import FLAG_CLOSE, FLAG_EXPECT_CONTINUE, FLAG_KEEP_ALIVE
+from .._httphead_py import TCHAR
 from .._speedups import check_headers, find_head_end, parse_head
 
 Headers = list[tuple[bytes, bytes]]
@@ -147,6 +148,9 @@ Event = Request | _Sentinel
 CONTINUE_RESPONSE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
 _LAST_CHUNK: Final = b"0\r\n\r\n"
 _CRLF: Final = b"\r\n"
+#: How much of an incomplete request line is checked for a method's bytes
+#: (longer than any registered method: the longest has 17).
+_METHOD_WINDOW: Final = 32
 
 
 def _status_line(status: int) -> bytes:
@@ -337,6 +341,12 @@ class HTTP11Connection:
     def _head_incomplete(self, buf: bytes | bytearray, pos: int) -> Event:
         size = len(buf) - pos
         self._scan_from = max(pos, len(buf) - 3)
+        if not self._line_done:
+            # A request line starts with a method, a token: bytes that cannot
+            # begin one are refused now, not at the end of the head timeout.
+            method = buf[pos : pos + _METHOD_WINDOW].split(b" ", 1)[0]
+            if method.translate(None, TCHAR):
+                raise RemoteProtocolError("not an HTTP request", 400)
         if not self._line_done and size > self._max_line:
             if buf.find(_CRLF, pos, pos + self._max_line + 2) < 0:
                 raise RemoteProtocolError("request line too long", 414)

@@ -39,7 +39,7 @@ from .._protocol._jsonrpc import (
     decode_body,
     error_message,
 )
-from .._protocol._request_state import StateSealer
+from .._protocol._request_state import StateSealer, default_principal_key
 from .._protocol._revisions import HEADERLESS_VERSION
 from .._stores._stores import Stores, memory_stores
 from .._trio._server import HTTPServer, run, serve
@@ -54,6 +54,10 @@ logger = logging.getLogger("trio_mcp.endpoint")
 
 #: ``authenticate(request)`` returns the principal, or None to answer 401.
 Authenticator = Callable[[Request], Awaitable[object | None]]
+#: ``principal_key(principal)``: a string equal for the same principal in every
+#: process, to which 2026 requestState is bound (the default takes None, str,
+#: int, bytes and JSON values; another type of principal needs one).
+PrincipalKey = Callable[[object], str]
 
 _NOT_FOUND: Final = (b"content-type", b"text/plain")
 #: What a transport method does once the request's principal is known.
@@ -87,6 +91,7 @@ class MCPEndpoint:
         *,
         authenticate: Authenticator | None = None,
         stores: Stores | None = None,
+        principal_key: PrincipalKey = default_principal_key,
     ) -> None:
         self.app = app
         self.config = config = config or MCPConfig()
@@ -105,7 +110,7 @@ class MCPEndpoint:
                 "same keys on every worker"
             )
         stores = self.stores
-        self.runner = RequestRunner(app, config, stores, sealer)
+        self.runner = RequestRunner(app, config, stores, sealer, principal_key)
         self.broadcaster = Broadcaster(config, stores)
         self.sweeper = Sweeper(config, stores)
         self.handshake = Handshake(app, config, stores.sessions)
@@ -304,19 +309,26 @@ async def serve_mcp(
     *,
     authenticate: Authenticator | None = None,
     stores: Stores | None = None,
+    principal_key: PrincipalKey = default_principal_key,
     task_status: trio.TaskStatus[HTTPServer] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve `app` over Streamable HTTP until the server is shut down (see `serve`)."""
     config = config or MCPConfig()
-    endpoint = MCPEndpoint(app, config, authenticate=authenticate, stores=stores)
+    endpoint = MCPEndpoint(
+        app, config, authenticate=authenticate, stores=stores, principal_key=principal_key
+    )
     async with endpoint.running():
         await serve(endpoint, config.http, task_status=task_status)
 
 
 def run_mcp(
-    app: Server, config: MCPConfig | None = None, *, authenticate: Authenticator | None = None
+    app: Server,
+    config: MCPConfig | None = None,
+    *,
+    authenticate: Authenticator | None = None,
+    principal_key: PrincipalKey = default_principal_key,
 ) -> None:
     """Serve `app` from a script; SIGINT or SIGTERM drains gracefully."""
     config = config or MCPConfig()
-    endpoint = MCPEndpoint(app, config, authenticate=authenticate)
+    endpoint = MCPEndpoint(app, config, authenticate=authenticate, principal_key=principal_key)
     run(endpoint, config.http, around=endpoint.running())

@@ -24,6 +24,7 @@ from .._protocol._logging import LOG_LEVELS
 from .._protocol._sessions import Session
 from .._speedups import format_event
 from .._stores._stores import Stores
+from .._trio._tasks import guarded
 from ._streams import MESSAGE, PostStream
 
 logger = logging.getLogger("trio_mcp.endpoint")
@@ -75,8 +76,9 @@ class Broadcaster:
         try:
             task_status.started()
             async for method, params, uri in receive:
-                self.deliver_to_listeners(method, params, uri)
-                await self._deliver_to_sessions(method, params, uri)
+                with guarded(f"the broadcast of {method}"):
+                    self.deliver_to_listeners(method, params, uri)
+                    await self._deliver_to_sessions(method, params, uri)
         finally:
             self._send = None
             self._now = trio.current_time
@@ -181,17 +183,20 @@ class Sweeper:
 
     async def run(self) -> None:
         """Sweep until cancelled."""
-        sessions = self.sessions
-        sessions.tick(trio.current_time())
+        self.sessions.tick(trio.current_time())
         while True:
             await trio.sleep(self.interval_s)
-            now = trio.current_time()
-            sessions.tick(now)
-            # sessions with a request running or a stream open here are in use
-            await sessions.touch(self.requests.busy() | set(self.bus.attached()))
-            for session_id in await sessions.expire():
-                await self.release(session_id)
-            self.events.prune(now)
+            with guarded("a sweep"):
+                await self._sweep(trio.current_time())
+
+    async def _sweep(self, now: float) -> None:
+        sessions = self.sessions
+        sessions.tick(now)
+        # sessions with a request running or a stream open here are in use
+        await sessions.touch(self.requests.busy() | set(self.bus.attached()))
+        for session_id in await sessions.expire():
+            await self.release(session_id)
+        self.events.prune(now)
 
     async def release(self, session_id: str) -> None:
         """Free everything a session that ended holds: its running requests,

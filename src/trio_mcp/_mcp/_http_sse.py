@@ -19,7 +19,6 @@ from .._config import MCPConfig
 from .._errors import MCPError, Rejection, SessionsFull
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
-from .._json import dumps
 from .._protocol._admission import SSE, accepts, is_json_content_type, query_value
 from .._protocol._answers import refuse, rejection_response, sessions_full
 from .._protocol._jsonrpc import (
@@ -27,6 +26,7 @@ from .._protocol._jsonrpc import (
     Notification,
     RPCRequest,
     RPCResponse,
+    answer_bytes,
     decode_body,
     error_message,
 )
@@ -34,6 +34,7 @@ from .._protocol._sessions import Session
 from .._speedups import format_event
 from .._stores._bus import Subscriber
 from .._stores._stores import Stores
+from .._trio._tasks import spawn
 from ._fanout import Sweeper
 from ._handshake import Handshake
 from ._runner import RequestRunner
@@ -138,7 +139,16 @@ class HTTPSSETransport:
             self.runner.resolve(message, session)
         elif type(message) is RPCRequest:
             assert self.nursery is not None
-            self.nursery.start_soon(self._answer, request, session, outbox, message, principal)
+            spawn(
+                self.nursery,
+                "an HTTP+SSE request",
+                self._answer,
+                request,
+                session,
+                outbox,
+                message,
+                principal,
+            )
         return Response(202, [(b"content-type", b"text/plain")], b"Accepted")
 
     async def _answer(
@@ -159,7 +169,7 @@ class HTTPSSETransport:
             else:
                 answer = await self.runner.run(message, stream, request.headers, principal, None)
         if answer is not None:
-            await stream.emit(dumps(answer))
+            await stream.emit(answer_bytes(answer))
 
     async def _initialize(self, session: Session, message: RPCRequest) -> dict[str, Any]:
         try:

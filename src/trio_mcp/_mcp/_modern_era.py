@@ -30,10 +30,12 @@ from .._protocol._jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MODERN,
+    UNENCODABLE,
     Invalid,
     Message,
     Notification,
     RPCRequest,
+    answer_bytes,
     error_status,
 )
 from .._protocol._logging import LOG_LEVELS
@@ -168,7 +170,10 @@ class ModernTransport:
             result = dict.get(answer, "result")
             if isinstance(result, dict):
                 self.decorate(message.method, result)
-            body = dumps(answer)
+            try:  # (answer_bytes inline: a call per answer costs more than the try)
+                body = dumps(answer)
+            except UNENCODABLE:
+                body = answer_bytes(answer)
             if writer.started:
                 await stream.emit(body, last=True)
             else:

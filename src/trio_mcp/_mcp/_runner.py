@@ -14,6 +14,7 @@ application's authorize hook.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Final
@@ -37,7 +38,7 @@ from .._protocol._jsonrpc import (
     error_message,
     request_bytes,
 )
-from .._protocol._request_state import StateSealer, params_digest
+from .._protocol._request_state import StateSealer, default_principal_key, params_digest
 from .._protocol._sessions import Session
 from .._stores._stores import Stores
 from ._dispatch import Dispatcher
@@ -56,9 +57,24 @@ _LOGGING_OFF: Final = "off"
 class RequestRunner:
     """Runs requests against one application (see the module docstring)."""
 
-    __slots__ = ("app", "config", "dispatch", "requests", "sealer", "lifespan_state")
+    __slots__ = (
+        "app",
+        "config",
+        "dispatch",
+        "requests",
+        "sealer",
+        "principal_key",
+        "lifespan_state",
+    )
 
-    def __init__(self, app: Server, config: MCPConfig, stores: Stores, sealer: StateSealer) -> None:
+    def __init__(
+        self,
+        app: Server,
+        config: MCPConfig,
+        stores: Stores,
+        sealer: StateSealer,
+        principal_key: Callable[[object], str] = default_principal_key,
+    ) -> None:
         self.app = app
         self.config = config
         self.dispatch = Dispatcher(app, stores.sessions)
@@ -66,6 +82,8 @@ class RequestRunner:
         self.requests = stores.requests
         #: Seals the requestState of 2026-07-28 multi round-trip requests.
         self.sealer = sealer
+        #: The stable key of a principal, which sealed states are bound to.
+        self.principal_key = principal_key
         #: What the app's lifespan yielded, while the endpoint runs.
         self.lifespan_state: Any = None
 
@@ -117,7 +135,11 @@ class RequestRunner:
             if not mrtr:
                 logger.error("%s asked for input where the protocol has no way to", method)
                 return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
-            token = self._seal_state(ctx, params, principal, method)
+            try:
+                token = self._seal_state(ctx, params, principal, method)
+            except TypeError:  # a principal with no key, a state with no JSON form
+                logger.exception("%s: its requestState cannot be sealed", method)
+                return error_message(request_id, MCPError(INTERNAL_ERROR, "Internal error"))
             input_required = {
                 "resultType": "input_required",
                 "inputRequests": exc.requests,
@@ -196,10 +218,10 @@ class RequestRunner:
             return {}, input_responses
         state, earlier = self.sealer.open(
             params["requestState"],
-            principal=principal,
+            principal=self.principal_key(principal),
             method=method,
             digest=params_digest(params),
-            now=trio.current_time(),
+            now=time.time(),  # (wall-clock: the replicas' shared time)
         )
         return state, {**earlier, **input_responses}
 
@@ -209,10 +231,10 @@ class RequestRunner:
         return self.sealer.seal(
             ctx.state,
             ctx.input_responses,
-            principal=principal,
+            principal=self.principal_key(principal),
             method=method,
             digest=params_digest(params),
-            now=trio.current_time(),
+            now=time.time(),
         )
 
     async def ask_client(

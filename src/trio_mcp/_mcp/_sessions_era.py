@@ -34,11 +34,13 @@ from .._protocol._answers import (
 from .._protocol._events import StoredEvent
 from .._protocol._jsonrpc import (
     INVALID_REQUEST,
+    UNENCODABLE,
     Invalid,
     Message,
     Notification,
     RPCRequest,
     RPCResponse,
+    answer_bytes,
     error_message,
 )
 from .._protocol._revisions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS
@@ -264,7 +266,11 @@ class SessionsTransport:
                 if not writer.started:
                     await writer.respond(Response(202, cors))
                 return
-            body = dumps(answers if batch else answers[0])
+            answer = answers if batch else answers[0]
+            try:  # (answer_bytes inline: a call per answer costs more than the try)
+                body = dumps(answer)
+            except UNENCODABLE:
+                body = answer_bytes(answer)
             if writer.started:
                 await stream.emit(body, last=True)
             else:

@@ -9,6 +9,8 @@ first one it breaks. Sans-IO.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from collections.abc import Iterable
 from typing import Final
 
@@ -102,6 +104,29 @@ def origin_allowed(origin: bytes, allowed_origins: frozenset[bytes], loopback_on
     return False
 
 
+# RFC 9112 3.2 and RFC 3986 3.2.2: uri-host [ ":" port ]; an IP literal's
+# inside is checked by `host_is_valid`, a port's range too.
+_AUTHORITY: Final = re.compile(
+    rb"(\[[0-9A-Fa-f:.]+\]|(?:[A-Za-z0-9\-._~!$&'()*+,;=]|%[0-9A-Fa-f]{2})*)(?::([0-9]*))?"
+)
+
+
+def host_is_valid(host: bytes) -> bool:
+    """Whether a Host value has the syntax RFC 9112 gives it (a bad one is a 400)."""
+    match = _AUTHORITY.fullmatch(host)
+    if match is None:
+        return False
+    name, port = match.groups()
+    if port and (len(port) > 5 or int(port) > 65535):
+        return False
+    if name.startswith(b"["):
+        try:
+            ipaddress.IPv6Address(name[1:-1].decode("ascii"))
+        except ValueError:
+            return False
+    return True
+
+
 def host_allowed(host: bytes | None, allowed_hosts: frozenset[bytes], loopback_only: bool) -> bool:
     """Whether the Host header names us (DNS-rebinding protection).
 
@@ -127,6 +152,7 @@ CORS_ALLOWED_HEADERS: Final = (
 ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
 #: Bind addresses that mean "loopback only": Host and Origin then default to loopback names.
 LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+_HOST_REFUSALS: Final = {400: "Bad Request: invalid Host", 403: "Forbidden: Host not allowed"}
 # How many distinct Host and Accept values are judged once and remembered.
 _VERDICTS_KEPT: Final = 256
 
@@ -184,24 +210,31 @@ class Admission:
         self._hosts = frozenset(h.encode().lower() for h in allowed_hosts)
         self._origins = frozenset(o.encode().lower().rstrip(b"/") for o in allowed_origins)
         self._loopback = bind in LOOPBACK_BINDS
-        self._host_verdicts: dict[bytes | None, bool] = {}
+        #: Host value: 0 (answered) or the status of its refusal.
+        self._host_verdicts: dict[bytes | None, int] = {}
         self._accept_verdicts: dict[tuple[bytes, ...], bool] = {}
 
     def check_origin(self, request: Request) -> None:
         """Refuse (403) a Host or Origin this endpoint does not answer."""
         singles = request.singles
         host = dict.get(singles, b"host")
-        allowed = dict.get(self._host_verdicts, host)
-        if allowed is None:
+        status = dict.get(self._host_verdicts, host)
+        if status is None:
             if len(self._host_verdicts) >= _VERDICTS_KEPT:
                 self._host_verdicts.clear()
-            allowed = host_allowed(host, self._hosts, self._loopback)
-            self._host_verdicts[host] = allowed
-        if not allowed:
-            raise refuse(403, "Forbidden: Host not allowed")
+            status = self._judge_host(host)
+            self._host_verdicts[host] = status
+        if status:
+            raise refuse(status, _HOST_REFUSALS[status])
         origin = dict.get(singles, b"origin")
         if origin is not None and not origin_allowed(origin, self._origins, self._loopback):
             raise refuse(403, "Forbidden: Origin not allowed")
+
+    def _judge_host(self, host: bytes | None) -> int:
+        """0 for a Host this endpoint answers, else the status of its refusal."""
+        if host is not None and not host_is_valid(host):
+            return 400
+        return 0 if host_allowed(host, self._hosts, self._loopback) else 403
 
     def check_post_head(self, request: Request) -> None:
         """Refuse a POST whose Accept (406) or Content-Type (415) the endpoint

@@ -114,7 +114,14 @@ def cost_of(event: tuple[int, str, bytes, float]) -> int:
 
 
 def parse_event_id(event_id: str) -> tuple[str, int, int] | None:
+    """(session id, stream number, sequence) of an id we wrote, else None."""
     parts = event_id.split("-")
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+    if len(parts) != 3 or not (_is_count(parts[1]) and _is_count(parts[2])):
         return None
     return parts[0], int(parts[1]), int(parts[2])
+
+
+def _is_count(text: str) -> bool:
+    # ASCII digits only (str.isdigit also takes "²", which int() refuses), and
+    # no more of them than a count we write can have.
+    return 0 < len(text) <= 19 and text.isascii() and text.isdigit()

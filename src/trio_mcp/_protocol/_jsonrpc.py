@@ -11,6 +11,7 @@ a string or an integer and never null; ``params`` is an object when present.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -30,6 +31,8 @@ MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021  # 2026-07-28
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022  # 2026-07-28
 
 RequestId = str | int
+
+logger = logging.getLogger("trio_mcp.endpoint")
 
 #: The eras of the protocol, as the status table knows them: the revisions with
 #: sessions (2024-11-05 to 2025-11-25) and the stateless 2026-07-28.
@@ -199,10 +202,43 @@ def _response(data: dict[str, Any], id: RequestId) -> RPCResponse:
         raise MCPError(
             INVALID_REQUEST, 'Invalid request: "error" needs an integer code and a message'
         )
+    try:  # what the server cannot pass on (to a tool's answer, say) is refused here
+        dumps(error if error is not None else data["result"])
+    except UNENCODABLE:
+        raise MCPError(
+            INVALID_REQUEST,
+            "Invalid request: the response nests deeper than the server can send on",
+        ) from None
     return RPCResponse(id, data.get("result"), error)
 
 
 # ---- bytes out ----------------------------------------------------------
+
+
+def answer_bytes(answer: dict[str, Any] | list[dict[str, Any]]) -> bytes:
+    """An answer (one response, or a batch's list of them) as JSON.
+
+    A response that JSON cannot carry (nesting deeper than the encoder writes,
+    a value with no JSON form) becomes -32603 for its own request, so a bad
+    result costs that request its answer and nothing else.
+    """
+    try:
+        return dumps(answer)
+    except UNENCODABLE:
+        if type(answer) is list:
+            return b"[" + b",".join(map(answer_bytes, answer)) + b"]"
+        assert type(answer) is dict
+        request_id = answer.get("id")
+        logger.error("the answer to request %r cannot be encoded as JSON", request_id)
+        return dumps(error_message(request_id, NOT_ENCODED))
+
+
+#: What the encoder raises for a value JSON cannot carry (orjson's error is a TypeError).
+UNENCODABLE: Final = (TypeError, ValueError, RecursionError)
+#: The error that stands in for an answer JSON cannot carry.
+NOT_ENCODED: Final = MCPError(
+    INTERNAL_ERROR, "Internal error: the answer cannot be encoded as JSON"
+)
 
 
 def result_bytes(id: RequestId, result: Mapping[str, Any]) -> bytes:

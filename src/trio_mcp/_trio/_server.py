@@ -57,6 +57,7 @@ from ._socketio import (
     bind_listeners,
     close_listener,
 )
+from ._tasks import spawn
 from ._tweaks import applied as trio_tweaks
 from ._tweaks import lean_instruments
 from ._writer import DONE, NEW, STREAMING, ConnectionWriter
@@ -229,7 +230,7 @@ class HTTPServer:
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            connections.start_soon(self._serve_socket, sock)
+            spawn(connections, "a connection", self._serve_socket, sock)
             accepted += 1
             if accepted >= 64:  # a flood of connections must not starve the rest
                 accepted = 0

@@ -1,0 +1,120 @@
+"""Guarded tasks: a task started on a client's behalf ends alone when it fails,
+and `spawn` is the only way such a task is started."""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+
+import pytest
+import trio
+
+from trio_mcp._trio._tasks import guarded, spawn
+
+SOURCE = Path(__file__).resolve().parents[1] / "src" / "trio_mcp"
+
+#: The tasks started directly, each a loop the server or the endpoint owns for
+#: its whole run (not a client's), whose every step is guarded or cannot fail
+#: on a client's input: (module, what it starts).
+DIRECT_STARTS = {
+    ("_trio/_server.py", "self.enforce_timeouts"),  # the clock: time limits only
+    ("_trio/_server.py", "self._accept_loop"),  # accept(); each connection is spawned
+    ("_mcp/_endpoint.py", "self.broadcaster.run"),  # each broadcast is guarded
+    ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded
+    ("_trio/_server.py", "serve"),  # run(): the server itself, in trio.run's nursery
+    ("_trio/_tasks.py", "_guard"),  # spawn itself
+}
+
+
+def direct_starts(root: Path) -> set[tuple[str, str]]:
+    """(module, the callable) of every ``start_soon``/``nursery.start`` call under `root`."""
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("start_soon", "start")
+                and node.args
+                and _is_nursery(node.func.value)
+            ):
+                found.add((path.relative_to(root).as_posix(), ast.unparse(node.args[0])))
+    return found
+
+
+def _is_nursery(owner: ast.expr) -> bool:
+    # ``writer.start(200, ...)`` starts a response, not a task: only names that
+    # say nursery, or the nurseries the server names by what they hold.
+    name = ast.unparse(owner)
+    return "nursery" in name or name in ("clock", "acceptors", "connections")
+
+
+def test_every_task_on_a_shared_nursery_is_spawned() -> None:
+    assert direct_starts(SOURCE) == DIRECT_STARTS
+
+
+def test_the_scan_finds_a_direct_start(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(
+        "async def f(nursery, writer):\n"
+        "    nursery.start_soon(g, 1)\n"
+        "    await self.nursery.start(h)\n"
+        "    await writer.start(200, [])\n"
+    )
+    assert direct_starts(tmp_path) == {("m.py", "g"), ("m.py", "h")}
+
+
+async def test_a_spawned_task_that_fails_ends_alone(caplog: pytest.LogCaptureFixture) -> None:
+    finished = trio.Event()
+
+    async def fails(value: int) -> None:
+        raise ValueError(value)
+
+    async def sibling() -> None:
+        await trio.sleep(0.01)
+        finished.set()
+
+    with caplog.at_level(logging.ERROR, logger="trio_mcp.tasks"):
+        async with trio.open_nursery() as nursery:
+            spawn(nursery, "a request", fails, 7)
+            spawn(nursery, "its neighbour", sibling)
+    assert finished.is_set()
+    assert "a request failed; it ended alone" in caplog.text
+    assert "ValueError: 7" in caplog.text
+
+
+async def test_cancellation_passes_through_a_spawned_task() -> None:
+    started = trio.Event()
+
+    async def waits() -> None:
+        started.set()
+        await trio.sleep_forever()
+
+    with trio.move_on_after(5) as scope:
+        async with trio.open_nursery() as nursery:
+            spawn(nursery, "a stream", waits)
+            await started.wait()
+            nursery.cancel_scope.cancel()
+    assert not scope.cancelled_caught
+
+
+async def test_a_guarded_step_that_fails_lets_the_loop_go_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    done = []
+    with caplog.at_level(logging.ERROR, logger="trio_mcp.tasks"):
+        for step in range(3):
+            with guarded(f"step {step}"):
+                await trio.lowlevel.checkpoint()
+                if step == 1:
+                    raise KeyError(step)
+                done.append(step)
+    assert done == [0, 2]
+    assert "step 1 failed; going on" in caplog.text
+
+
+async def test_a_guarded_step_is_still_cancellable() -> None:
+    with trio.move_on_after(0.01) as scope:
+        with guarded("a sleep"):
+            await trio.sleep_forever()
+    assert scope.cancelled_caught
