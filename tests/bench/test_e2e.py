@@ -139,6 +139,28 @@ async def test_idle_scenarios(start_mcp, tmp_path: Path, scenario: str, protocol
     assert report["latency_ms"]["count"] == 50
 
 
+@pytest.mark.parametrize(
+    ("scenario", "limit"),
+    [
+        ("call", ("--requests", "100", "--warmup", "0", "--workers", "1")),  # in this process
+        ("call", ("--requests", "100", "--warmup", "0", "--workers", "2")),  # in two others
+        ("idle-sessions", ("--count", "40", "--duration", "0.5", "--workers", "2")),
+    ],
+)
+async def test_the_sessions_it_opened_are_deleted(
+    start_mcp, tmp_path: Path, scenario: str, limit: tuple[str, ...]
+) -> None:
+    """Once a run left every session behind and filled a default server's table."""
+    server = await start_mcp()
+    sessions = server.handler.stores.sessions
+    url = f"http://127.0.0.1:{server.ports[0]}/mcp"
+    code, report, _ = await bench(
+        tmp_path, url, "--scenario", scenario, *limit, "--connections", "8",
+    )  # fmt: skip
+    assert code == 0 and report["errors"] == {}
+    assert sessions.count() == 0
+
+
 async def test_wrong_tool_is_counted_as_a_jsonrpc_error(start_mcp, tmp_path: Path) -> None:
     url = await url_of(start_mcp)
     code, report, _ = await bench(

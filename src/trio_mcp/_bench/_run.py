@@ -169,13 +169,16 @@ class Runner:
         """One worker, run in this process: no second interpreter to start."""
         (plan,) = self.plans
         worker = Worker(plan, InProcess(self))
-        self.progress.start(f"setting up {self.config.connections} connections")
-        worker.prepare(time.monotonic() + self.config.timeout_s + 1.0)
-        if self.stop_requested:
-            self.results[plan.index] = worker.result(time.monotonic())
-            return
-        self.progress.start("starting")
-        self.results[plan.index] = worker.run(time.monotonic())
+        try:
+            self.progress.start(f"setting up {self.config.connections} connections")
+            worker.prepare(time.monotonic() + self.config.timeout_s + 1.0)
+            if self.stop_requested:
+                self.results[plan.index] = worker.result(time.monotonic())
+                return
+            self.progress.start("starting")
+            self.results[plan.index] = worker.run(time.monotonic())
+        finally:
+            worker.leave()
 
     def run(self) -> None:
         if len(self.plans) == 1:

@@ -37,6 +37,7 @@ import orjson
 
 from .._errors import PeerProtocolError
 from . import _histogram
+from ._cleanup import delete_sessions
 from ._plan import WorkerPlan, WorkerResult
 from ._requests import FIRST_ID, RequestFactory, is_modern
 from ._response import (
@@ -386,6 +387,13 @@ class Worker:
                 conn.parts = self.factory.call_parts(None, conn.version, progress=self.progress)
             if self.issuing:
                 self.next_operation(conn, now)
+
+    def leave(self) -> None:
+        """Close every connection (streams end first) and delete the sessions opened."""
+        sessions = [(c.session, c.version) for c in self.conns if c.session is not None]
+        for conn in self.conns:
+            self.close(conn)
+        delete_sessions(self.address, self.factory, sessions)
 
     def close(self, conn: Conn) -> None:
         if conn.sock is not None:
@@ -761,13 +769,16 @@ def worker_main(plan: WorkerPlan, pipe: Any) -> None:
     raise_file_limit()
     try:
         worker = Worker(plan, pipe)
-        ready = worker.prepare(time.monotonic() + plan.timeout_s + 1.0)
-        pipe.send(("ready", plan.index, ready))
-        message = pipe.recv()
-        if message[0] != "go":
-            pipe.send(("result", worker.result(time.monotonic())))
-            return
-        pipe.send(("result", worker.run(message[1])))
+        try:
+            ready = worker.prepare(time.monotonic() + plan.timeout_s + 1.0)
+            pipe.send(("ready", plan.index, ready))
+            message = pipe.recv()
+            if message[0] != "go":
+                pipe.send(("result", worker.result(time.monotonic())))
+                return
+            pipe.send(("result", worker.run(message[1])))
+        finally:
+            worker.leave()
     except (EOFError, BrokenPipeError):
         pass  # the parent went away
     except Exception as exc:  # a bug of ours: tell the parent, which reports it
