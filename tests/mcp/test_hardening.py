@@ -264,3 +264,39 @@ async def test_bytes_that_cannot_begin_a_request_get_a_400_at_once(mcp_port: int
         with trio.fail_after(2):  # (the head timeout is 10 s)
             reply = await client.read_reply()
     assert reply.status == 400
+
+
+# ---- HEAD on the stream endpoints ---------------------------------------------------
+
+
+async def test_head_on_the_endpoint_answers_gets_head_and_opens_no_stream(mcp_port: int) -> None:
+    mcp = await session(mcp_port)
+    assert mcp.session is not None
+    head = (
+        b"HEAD /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+        b"Mcp-Session-Id: " + mcp.session.encode() + b"\r\n"
+        b"MCP-Protocol-Version: 2025-11-25\r\n\r\n"
+    )
+    async with mcp.client:
+        with trio.fail_after(10):
+            await mcp.client.send(head)
+            reply = await mcp.client.read_reply(head=True)
+            assert (reply.status, reply.header(b"content-type")) == (200, b"text/event-stream")
+            assert reply.body == b""
+            # the connection goes on, and the session's one GET stream is still free
+            assert (await mcp.call("ping"))["result"] == {}
+        async with await connect(mcp_port) as other:
+            stream = EventReader(other)
+            get = head.replace(b"HEAD", b"GET", 1)
+            with trio.fail_after(10):
+                assert (await stream.head(get)).status_code == 200
+
+
+async def test_head_on_the_sse_endpoint_creates_no_session(start_mcp) -> None:
+    server = await start_mcp()
+    async with await connect(server.ports[0]) as client:
+        with trio.fail_after(10):
+            await client.send(SSE_GET.replace(b"GET", b"HEAD", 1))
+            reply = await client.read_reply(head=True)
+    assert (reply.status, reply.header(b"content-type")) == (200, b"text/event-stream")
+    assert server.handler.stores.sessions.count() == 0

@@ -161,9 +161,9 @@ class MCPEndpoint:
             if self.authenticate is None:
                 return self._post(request, cors, None)
             return self._authenticated(self._post, request, cors)
-        if method in ("GET", "DELETE") and self.config.eras == "modern":
+        if method in ("GET", "HEAD", "DELETE") and self.config.eras == "modern":
             return Response(405, [(b"allow", b"POST, OPTIONS")])
-        if method == "GET":
+        if method == "GET" or method == "HEAD":
             self.admission.check_get_head(request)
             return self._with_principal(self.streamable.get, request, cors)
         if method == "DELETE":

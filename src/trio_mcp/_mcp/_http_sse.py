@@ -76,9 +76,13 @@ class HTTPSSETransport:
                 503, MCPError(INTERNAL_ERROR, "Service Unavailable: the endpoint is not running")
             )
 
-    def open(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
+    def open(
+        self, request: Request, cors: Headers, principal: object
+    ) -> Response | DeferredResponse:
         """GET /sse (after `check_open`): a new session whose every answer
-        travels on this stream."""
+        travels on this stream. HEAD gets GET's head, and no session."""
+        if request.method == "HEAD":
+            return Response(200, SSE_HEADERS + cors)
         return DeferredResponse(partial(self._stream, principal, cors))
 
     async def _stream(self, principal: object, cors: Headers, writer: ResponseWriter) -> None:

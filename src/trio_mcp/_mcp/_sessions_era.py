@@ -346,6 +346,9 @@ class SessionsTransport:
         try:
             found = await self.sessions.get(request.singles[b"mcp-session-id"].decode("latin-1"))
             session = self.check_session(found, request, principal)
+            if request.method == "HEAD":  # GET's head, and no stream (RFC 9110 9.3.2)
+                await writer.respond(Response(200, SSE_HEADERS + cors))
+                return
             last = dict.get(request.singles, b"last-event-id")
             number, backlog, outbox = await self._attach(session, last)
         except Rejection as rejection:

@@ -149,7 +149,7 @@ CORS_ALLOWED_HEADERS: Final = (
     b"last-event-id, mcp-method, mcp-name"
 )
 #: The methods of the MCP endpoint.
-ALLOW: Final = b"GET, POST, DELETE, OPTIONS"
+ALLOW: Final = b"GET, HEAD, POST, DELETE, OPTIONS"
 #: Bind addresses that mean "loopback only": Host and Origin then default to loopback names.
 LOOPBACK_BINDS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 _HOST_REFUSALS: Final = {400: "Bad Request: invalid Host", 403: "Forbidden: Host not allowed"}
