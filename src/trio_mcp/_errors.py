@@ -101,6 +101,15 @@ class InputRequired(TrioMCPError):
         self.requests = requests
 
 
+class EventsLost(TrioMCPError):
+    """A resumed stream's events after the client's Last-Event-ID are no longer
+    all kept: replaying the rest would hide the loss."""
+
+    def __init__(self, stream: int) -> None:
+        super().__init__(f"events of stream {stream} were dropped")
+        self.stream = stream
+
+
 class SessionsFull(TrioMCPError):
     """The session table is at its bound and nothing in it has expired."""
 

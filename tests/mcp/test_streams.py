@@ -8,7 +8,8 @@ import trio
 from _support import EventReader, connect, initialize_body, mcp_post
 
 from trio_mcp import Context, Server
-from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
+from trio_mcp._errors import EventsLost
+from trio_mcp._protocol._events import EVENT_OVERHEAD, LOSSES_KEPT, EventLimits
 from trio_mcp._stores._events import MemoryEventStore
 
 
@@ -341,9 +342,9 @@ async def test_event_buffers_are_bounded_by_count_bytes_and_age() -> None:
     first = await store.append("s", 1, b"a", now=0)
     for i in range(5):
         await store.append("s", 1, b"b", now=i)
-    found = await store.replay("s", first, now=5)
-    assert found is not None
-    assert [e.data for e in found[1]] == [b"b"] * 3  # count bound
+    with pytest.raises(EventsLost):  # the count bound dropped "a" and two "b"s
+        await store.replay("s", first, now=5)
+    assert store.buffered_bytes() == 3
     await store.append("s", 2, b"x" * 8, now=5)
     big = await store.append("s", 2, b"y" * 8, now=5)
     assert store.buffered_bytes() <= 3 + 10
@@ -351,8 +352,12 @@ async def test_event_buffers_are_bounded_by_count_bytes_and_age() -> None:
     assert found == (2, [])
     old = await store.append("s", 3, b"old", now=0)
     await store.append("s", 3, b"new", now=100)  # age bound drops "old" on append
-    found = await store.replay("s", old, now=100)
+    found = await store.replay("s", old, now=100)  # (nothing after "old" was lost)
     assert found is not None and [e.data for e in found[1]] == [b"new"]
+    expiring = await store.append("s", 4, b"first", now=100)
+    await store.append("s", 4, b"second", now=100)
+    with pytest.raises(EventsLost):  # "second" expired before the sweep dropped it
+        await store.replay("s", expiring, now=161)
 
 
 async def test_a_session_keeps_its_newest_streams_within_its_memory_bound() -> None:
@@ -364,9 +369,12 @@ async def test_a_session_keeps_its_newest_streams_within_its_memory_bound() -> N
         firsts.append(await store.append("s", stream, b"0123456789", now=0))
         await store.append("s", stream, b"0123456789", now=0)
         await store.append("s", stream, b"0123456789", now=0)
-    kept = [await store.replay("s", first, now=0) for first in firsts]
-    # the four newest streams keep their two events after the first; older ones are gone
-    assert [len(found[1]) for found in kept if found is not None] == [0] * 6 + [2] * 4
+    for first in firsts[:6]:  # older streams are gone, and a resume says so
+        with pytest.raises(EventsLost):
+            await store.replay("s", first, now=0)
+    kept = [await store.replay("s", first, now=0) for first in firsts[6:]]
+    # the four newest streams keep their two events after the first
+    assert [len(found[1]) for found in kept if found is not None] == [2] * 4
     assert store.buffered_bytes() == 4 * 30
     other = await store.append("t", 1, b"x", now=0)  # other sessions have their own bound
     assert await store.replay("t", other, now=0) == (1, [])
@@ -421,7 +429,9 @@ async def test_append_many_is_append_for_each_session_in_order() -> None:
     found = await store.replay("a", before, now=1)
     assert found is not None and [(e.event_id, e.data) for e in found[1]] == [(ids[0], b"hello")]
     await store.append_many(["a", "a"], 0, b"again", now=2)  # the count bound applies to each
-    found = await store.replay("a", before, now=2)
+    with pytest.raises(EventsLost):
+        await store.replay("a", before, now=2)
+    found = await store.replay("a", ids[0], now=2)
     assert found is not None and [e.data for e in found[1]] == [b"again", b"again"]
     assert store.buffered_bytes() == 2 * len(b"again") + 2 * len(b"hello")
     assert await store.append_many([], 0, b"none", now=3) == []
@@ -491,10 +501,15 @@ async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
             app.log("info", n)
         await trio.sleep(0.1)
         async with await connect(port) as c2:
-            reader = EventReader(c2)
-            await reader.head(get_request(session, last_event_id=last_id))
-            values = [(await reader.message())[1]["params"]["data"] for _ in range(2)]
-            assert values == [3, 4]  # only the newest two were kept
+            # only the newest two were kept: 1 and 2 are lost, and the resume says
+            # so (it once replayed 3 and 4 as if that were all)
+            await c2.send(get_request(session, last_event_id=last_id))
+            assert (await c2.read_reply(head=True)).status == 410
+        async with await connect(port) as c3:
+            reader = EventReader(c3)
+            await reader.head(get_request(session))  # a fresh stream goes on
+            app.log("info", 5)
+            assert (await reader.message())[1]["params"]["data"] == 5
 
 
 async def test_a_client_that_disconnects_mid_call_resumes_without_loss(start_mcp) -> None:
@@ -585,3 +600,21 @@ async def test_expired_sessions_release_their_buffers_but_listening_ones_live(st
     assert idle not in {s.id for s in endpoint.stores.sessions.table.live()}
     assert idle not in endpoint.stores.events._sessions  # its buffers went with it
     assert listening in endpoint.stores.events._sessions
+
+
+async def test_a_resume_never_hides_a_loss_however_old_the_stream() -> None:
+    """Losses are remembered by stream for the newest LOSSES_KEPT streams, and
+    as "older than this" beyond: a resume of an old stream is refused, never
+    answered with a clean, empty replay."""
+    store = MemoryEventStore(EventLimits(max_session_bytes=2 * (10 + EVENT_OVERHEAD)))
+    firsts = []
+    for _ in range(LOSSES_KEPT + 10):
+        stream = await store.open_stream("s")
+        firsts.append(await store.append("s", stream, b"0123456789", now=0))
+        await store.append("s", stream, b"0123456789", now=0)
+    for first in firsts[:-1]:
+        with pytest.raises(EventsLost):
+            await store.replay("s", first, now=0)
+    last = await store.replay("s", firsts[-1], now=0)
+    assert last is not None and len(last[1]) == 1
+    assert await store.replay("s", firsts[-1].rsplit("-", 2)[0] + "-999-1", now=0) is None

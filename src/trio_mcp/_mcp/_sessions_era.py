@@ -20,7 +20,7 @@ from typing import Any, Final
 import trio
 
 from .._config import MCPConfig
-from .._errors import MCPError, Rejection
+from .._errors import EventsLost, MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
@@ -362,9 +362,14 @@ class SessionsTransport:
         """The stream a GET attaches to, what it missed, and its live end."""
         number, backlog = 0, list[StoredEvent]()
         if last is not None:
-            found = await self.events.replay(
-                session.id, last.decode("latin-1"), trio.current_time()
-            )
+            try:
+                found = await self.events.replay(
+                    session.id, last.decode("latin-1"), trio.current_time()
+                )
+            except EventsLost:
+                raise refuse(
+                    410, "Gone: events after Last-Event-ID are no longer kept; send again"
+                ) from None
             if found is None:
                 raise refuse(400, "Bad Request: Last-Event-ID names no event of this session")
             number, backlog = found

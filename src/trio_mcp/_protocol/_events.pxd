@@ -5,4 +5,4 @@ cimport cython
 
 @cython.final
 cdef class SessionEvents:
-    cdef public object tag, sequence, streams, sizes, cost, opened
+    cdef public object tag, sequence, streams, sizes, cost, opened, lost, forgotten

@@ -21,10 +21,15 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Final
 
+from .._errors import EventsLost
+
 #: The SSE event type of every MCP message on a stream.
 MESSAGE_EVENT: Final = b"message"
 #: What one stored event costs beyond its data, counted against `max_session_bytes`.
 EVENT_OVERHEAD: Final = 128
+#: Streams whose dropped events a session remembers by number; for older
+#: ones it remembers only that they are older (and may have lost events).
+LOSSES_KEPT: Final = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +53,7 @@ class StoredEvent:
 class SessionEvents:
     """One session's event buffers."""
 
-    __slots__ = ("tag", "sequence", "streams", "sizes", "cost", "opened")
+    __slots__ = ("tag", "sequence", "streams", "sizes", "cost", "opened", "lost", "forgotten")
 
     def __init__(self) -> None:
         self.tag = secrets.token_hex(4)
@@ -59,6 +64,10 @@ class SessionEvents:
         self.streams: dict[int, deque[tuple[int, str, bytes, float]]] = {}
         self.sizes: dict[int, int] = {}  # stream -> bytes of data in its buffer
         self.cost = 0  # data + EVENT_OVERHEAD per event, all streams
+        #: stream -> the newest sequence dropped from it (the last LOSSES_KEPT streams)
+        self.lost: dict[int, int] = {}
+        #: the newest stream whose losses are no longer remembered one by one
+        self.forgotten = -1
 
     def append(self, stream: int, data: bytes, now: float, limits: EventLimits) -> str:
         """Store `data` as the next event of `stream` within `limits`; its id."""
@@ -91,6 +100,7 @@ class SessionEvents:
             dropped = buffer.popleft()
             size -= len(dropped[2])
             self.cost -= cost_of(dropped)
+            self.lose(stream, dropped[0])
         self.sizes[stream] = size
         if self.cost > limits.max_session_bytes:
             self.shed(limits.max_session_bytes, keep=stream)
@@ -105,8 +115,51 @@ class SessionEvents:
                 if keep == 0 or 0 not in streams:
                     return
                 victim = 0
-            self.cost -= sum(map(cost_of, streams.pop(victim)))
+            dropped = streams.pop(victim)
+            self.cost -= sum(map(cost_of, dropped))
             self.sizes.pop(victim, None)
+            if dropped:
+                self.lose(victim, dropped[-1][0])
+
+    def prune(self, now: float, max_age_s: float) -> None:
+        """Drop the events older than `max_age_s`, in every stream."""
+        for stream, buffer in list(self.streams.items()):
+            while buffer and now - buffer[0][3] > max_age_s:
+                dropped = buffer.popleft()
+                self.sizes[stream] -= len(dropped[2])
+                self.cost -= cost_of(dropped)
+                self.lose(stream, dropped[0])
+            if not buffer:
+                del self.streams[stream]
+                del self.sizes[stream]
+
+    def lose(self, stream: int, sequence: int) -> None:
+        """Remember that `stream`'s events up to `sequence` are gone."""
+        lost = self.lost
+        lost[stream] = sequence  # (events go in order: this is the newest gone)
+        if len(lost) > LOSSES_KEPT:
+            oldest = min(lost)
+            del lost[oldest]
+            self.forgotten = max(self.forgotten, oldest)
+
+    def missed(
+        self, stream: int, after: int, now: float, max_age_s: float
+    ) -> list[StoredEvent] | None:
+        """What a client that saw event `after` of `stream` missed: None for a
+        stream that never was; EventsLost when some of it is no longer kept."""
+        if stream > self.opened and stream not in self.streams and stream not in self.lost:
+            return None
+        if dict.get(self.lost, stream, -1) > after or (
+            stream <= self.forgotten and stream not in self.lost
+        ):
+            raise EventsLost(stream)
+        events = []
+        for sequence, event_id, data, at in dict.get(self.streams, stream, ()):
+            if sequence > after:
+                if now - at > max_age_s:
+                    raise EventsLost(stream)  # (expired; the sweep has not dropped it yet)
+                events.append(StoredEvent(event_id, data))
+        return events
 
 
 def cost_of(event: tuple[int, str, bytes, float]) -> int:

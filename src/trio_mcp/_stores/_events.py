@@ -9,7 +9,9 @@ one's place without a change to the endpoint):
   returns its id, atomically (two processes appending to one session get
   distinct, ordered ids).
 - `replay` returns exactly the events of the stream the id names that came
-  after it, in order; None when the id names no event of this session.
+  after it, in order; None when the id names no event of this session;
+  `EventsLost` when some of those events are no longer kept (a bound or the
+  age dropped them): a replay never hides a loss.
 - Bounds (`EventLimits`) may be applied lazily, and old events may expire by
   time (a TTL); a replay never returns an event older than the age bound.
 - `open_stream` numbers a session's next POST stream atomically.
@@ -21,14 +23,12 @@ one's place without a change to the endpoint):
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Protocol
 
 from .._protocol._events import (
     EventLimits,
     SessionEvents,
     StoredEvent,
-    cost_of,
     parse_event_id,
 )
 
@@ -148,13 +148,8 @@ class MemoryEventStore:
         tag, stream, sequence = parsed
         if tag != events.tag or sequence > events.sequence:
             return None
-        buffer = events.streams.get(stream, deque())
-        max_age = self.limits.max_age_s
-        return stream, [
-            StoredEvent(event_id, data)
-            for seq, event_id, data, at in buffer
-            if seq > sequence and now - at <= max_age
-        ]
+        missed = events.missed(stream, sequence, now, self.limits.max_age_s)
+        return None if missed is None else (stream, missed)
 
     async def drop_session(self, session_id: str) -> None:
         if self._pending:
@@ -167,14 +162,7 @@ class MemoryEventStore:
             self.settle()
         max_age = self.limits.max_age_s
         for events in list(self._sessions.values()):
-            for stream, buffer in list(events.streams.items()):
-                while buffer and now - buffer[0][3] > max_age:
-                    dropped = buffer.popleft()
-                    events.sizes[stream] -= len(dropped[2])
-                    events.cost -= cost_of(dropped)
-                if not buffer:
-                    del events.streams[stream]
-                    del events.sizes[stream]
+            events.prune(now, max_age)
 
     def buffered_bytes(self) -> int:
         if self._pending:
