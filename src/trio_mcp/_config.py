@@ -140,6 +140,11 @@ class MCPConfig:
             a client that closes its end is noticed at once (an idle stream's
             socket is watched), one that vanishes without closing when a
             keepalive fails.
+        stream_queue_bytes: the bound of what waits for one slow client on a
+            GET, listen or HTTP+SSE stream (the frames' bytes); a client that
+            falls further behind is dropped from that stream and must resume
+            (or listen again). A frame larger than the bound still passes
+            when nothing else waits.
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
@@ -188,6 +193,7 @@ class MCPConfig:
     sse_path: str = "/sse"
     messages_path: str = "/messages"
     sse_retry_ms: int = 1000
+    stream_queue_bytes: int = 1024 * 1024
 
     def __post_init__(self) -> None:
         if (
@@ -205,6 +211,8 @@ class MCPConfig:
         for ttl, scope in [(self.cache_ttl_ms, self.cache_scope), *self.cache_hints.values()]:
             if ttl < 0 or scope not in ("public", "private"):
                 raise ValueError('cache hints need ttlMs >= 0 and a scope "public" or "private"')
+        if self.stream_queue_bytes < 1:
+            raise ValueError("stream_queue_bytes must be at least 1")
         if not self.keepalive_s > 0:
             raise ValueError("keepalive_s must be positive")
         if self.sse_retry_ms < 0:

@@ -83,8 +83,8 @@ async def test_a_partial_write_is_finished_by_the_pump_before_anything_else(nurs
     assert writer.direct[-1] == b"jkl"
 
 
-async def test_a_client_that_falls_limit_frames_behind_is_closed(nursery) -> None:
-    outbox, writer = Outbox(limit=3), Writer(room=0)
+async def test_a_client_that_falls_limit_bytes_behind_is_closed(nursery) -> None:
+    outbox, writer = Outbox(limit_bytes=3), Writer(room=0)
     writer.gate = trio.Event()
     done = trio.Event()
 
@@ -138,7 +138,7 @@ async def test_a_gone_client_closes_the_outbox(nursery) -> None:
 
 
 async def test_send_waits_for_room_instead_of_closing(nursery) -> None:
-    outbox, writer = Outbox(limit=2), Writer(room=0)
+    outbox, writer = Outbox(limit_bytes=2), Writer(room=0)
     writer.gate = trio.Event()
     nursery.start_soon(outbox.pump, writer, 60.0)
     await trio.testing.wait_all_tasks_blocked()
@@ -195,3 +195,31 @@ async def test_bytes_from_the_client_stop_the_watch_not_the_stream(autojump_cloc
         assert writer.awaited == [KEEPALIVE]  # the stream goes on
         outbox.close()
     assert watches == 1
+
+
+async def test_the_queue_is_bounded_in_bytes_not_frames(nursery) -> None:
+    """Once 256 frames of any size: 30 unread streams of 1 MiB updates took +512 MB."""
+    outbox, writer = Outbox(limit_bytes=1000), Writer(room=0)
+    writer.gate = trio.Event()
+    nursery.start_soon(outbox.pump, writer, 60.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b"x")  # with the pump, waiting for the socket
+    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b"a" * 600)
+    assert outbox.offer(b"b" * 400)  # 1,000 bytes waiting: the bound
+    assert not outbox.offer(b"c")  # one more byte: too slow, dropped
+    assert outbox.closed
+
+
+async def test_one_frame_larger_than_the_bound_still_passes(nursery) -> None:
+    outbox, writer = Outbox(limit_bytes=10), Writer(room=0)
+    writer.gate = trio.Event()
+    nursery.start_soon(outbox.pump, writer, 60.0)
+    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b"x")
+    await trio.testing.wait_all_tasks_blocked()
+    assert outbox.offer(b"y" * 100)  # nothing else waits
+    assert not outbox.closed
+    writer.gate.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert writer.wire() == b"x" + b"y" * 100

@@ -91,7 +91,7 @@ class HTTPSSETransport:
         except SessionsFull:
             await writer.respond(rejection_response(sessions_full(), cors))
             return
-        outbox = Outbox()
+        outbox = Outbox(self.config.stream_queue_bytes)
         try:
             await self.bus.attach(session.id, outbox)  # (a new session has no stream)
             endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()

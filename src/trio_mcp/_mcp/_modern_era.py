@@ -215,7 +215,7 @@ class ModernTransport:
         if isinstance(uris, list) and caps.get("resources", {}).get("subscribe"):
             honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
         meta = b'"_meta":' + dumps({_SUBSCRIPTION_ID: message.id})
-        listener = Listener(message.id, honored, meta)
+        listener = Listener(message.id, honored, meta, self.config.stream_queue_bytes)
         return DeferredResponse(partial(self.stream_listen, listener, cors))
 
     async def stream_listen(

@@ -373,7 +373,7 @@ class SessionsTransport:
             if found is None:
                 raise refuse(400, "Bad Request: Last-Event-ID names no event of this session")
             number, backlog = found
-        outbox = Outbox()
+        outbox = Outbox(self.config.stream_queue_bytes)
         if number == 0:
             if not await self.bus.attach(session.id, outbox):
                 raise refuse(409, "Conflict: this session already has a GET stream")

@@ -38,7 +38,7 @@ SSE_HEADERS: Final = [
 ]
 MESSAGE: Final = MESSAGE_EVENT
 #: Frames waiting for a slow client before its stream is dropped (it must resume).
-STREAM_QUEUE: Final = 256
+STREAM_QUEUE_BYTES: Final = 1024 * 1024
 KEEPALIVE: Final = format_comment(b"keepalive")
 
 
@@ -49,10 +49,11 @@ class Outbox:
     writing, the frame goes straight to the socket from the caller's task, so
     one notification fanned out to 10,000 streams costs 10,000 ``send`` calls
     and no task switches. What the socket does not take, and whatever arrives
-    while the stream's task is writing, is queued (at most `limit` frames) and
-    written by `pump`, which the stream's own task runs; it also writes
-    keepalives when the stream is idle. A stream whose client falls `limit`
-    frames behind is closed: it must resume (or listen) again.
+    while the stream's task is writing, is queued (at most `limit_bytes` of
+    frames; one frame passes whatever its size) and written by `pump`, which
+    the stream's own task runs; it also writes keepalives when the stream is
+    idle. A stream whose client falls further behind is closed: it must resume
+    (or listen) again.
 
     While idle, `pump` watches the socket, so a client that closes its end is
     let go of at once rather than at the next keepalive.
@@ -69,10 +70,11 @@ class Outbox:
         "_busy",
         "_last_direct",
         "closed",
-        "limit",
+        "limit_bytes",
+        "_queued",
     )
 
-    def __init__(self, limit: int = STREAM_QUEUE) -> None:
+    def __init__(self, limit_bytes: int = STREAM_QUEUE_BYTES) -> None:
         self._writer: ResponseWriter | None = None
         self._queue: deque[bytes] = deque()
         self._rest = b""  # the framed tail of a frame the socket took only part of
@@ -81,7 +83,8 @@ class Outbox:
         self._busy = True  # until pump runs, everything queues
         self._last_direct = -math.inf  # when offer last wrote (the pump did not see it)
         self.closed = False
-        self.limit = limit
+        self.limit_bytes = limit_bytes
+        self._queued = 0  # bytes of the frames in _queue
 
     def _wake(self) -> None:
         if self._idle is not None:
@@ -109,16 +112,18 @@ class Outbox:
             self._busy = True
             self._wake()
             return True
-        if len(self._queue) >= self.limit:
+        queued = self._queued + len(frame)
+        if queued > self.limit_bytes and self._queue:
             self.close()  # too slow
             return False
         self._queue.append(frame)
+        self._queued = queued
         self._wake()
         return True
 
     async def send(self, frame: bytes) -> bool:
         """`offer`, but wait while the queue is full instead of closing."""
-        while len(self._queue) >= self.limit and not self.closed:
+        while self._queue and self._queued + len(frame) > self.limit_bytes and not self.closed:
             await self._space.park()
         return self.offer(frame)
 
@@ -140,7 +145,9 @@ class Outbox:
                 await writer.send_framed(rest)
             elif queue:
                 self._busy = True
-                await writer.send(queue.popleft())
+                frame = queue.popleft()
+                self._queued -= len(frame)
+                await writer.send(frame)
                 if self._space:
                     self._space.unpark()
             elif self.closed:
@@ -175,10 +182,16 @@ class Listener:
 
     __slots__ = ("id", "honored", "outbox", "meta")
 
-    def __init__(self, id: str | int, honored: dict[str, Any], meta: bytes) -> None:
+    def __init__(
+        self,
+        id: str | int,
+        honored: dict[str, Any],
+        meta: bytes,
+        limit_bytes: int = STREAM_QUEUE_BYTES,
+    ) -> None:
         self.id = id
         self.honored = honored
-        self.outbox = Outbox()
+        self.outbox = Outbox(limit_bytes)
         #: ``"_meta":{...subscriptionId...}`` encoded once, spliced into each notification.
         self.meta = meta
 
