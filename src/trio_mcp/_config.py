@@ -145,6 +145,10 @@ class MCPConfig:
             falls further behind is dropped from that stream and must resume
             (or listen again). A frame larger than the bound still passes
             when nothing else waits.
+        max_answering_per_session: how many requests of one 2024-11-05 HTTP+SSE
+            session may be running or waiting for its stream at once; a POST
+            beyond gets 429 with ``Retry-After``, so a client that posts and
+            never reads cannot make the server hold a task per post.
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
@@ -194,6 +198,7 @@ class MCPConfig:
     messages_path: str = "/messages"
     sse_retry_ms: int = 1000
     stream_queue_bytes: int = 1024 * 1024
+    max_answering_per_session: int = 64
 
     def __post_init__(self) -> None:
         if (
@@ -211,6 +216,8 @@ class MCPConfig:
         for ttl, scope in [(self.cache_ttl_ms, self.cache_scope), *self.cache_hints.values()]:
             if ttl < 0 or scope not in ("public", "private"):
                 raise ValueError('cache hints need ttlMs >= 0 and a scope "public" or "private"')
+        if self.max_answering_per_session < 1:
+            raise ValueError("max_answering_per_session must be at least 1")
         if self.stream_queue_bytes < 1:
             raise ValueError("stream_queue_bytes must be at least 1")
         if not self.keepalive_s > 0:

@@ -300,3 +300,35 @@ async def test_head_on_the_sse_endpoint_creates_no_session(start_mcp) -> None:
             reply = await client.read_reply(head=True)
     assert (reply.status, reply.header(b"content-type")) == (200, b"text/event-stream")
     assert server.handler.stores.sessions.count() == 0
+
+
+# ---- quotas --------------------------------------------------------------------------
+
+
+async def test_http_sse_posts_beyond_the_sessions_cap_get_429(start_mcp) -> None:
+    """A client that posted and never read once made the server hold a task per
+    post (+841 MB after 400 posts of 1 MiB)."""
+    app = Server("slow")
+    release = trio.Event()
+
+    @app.tool()
+    async def wait() -> str:
+        await release.wait()
+        return "done"
+
+    server = await start_mcp(app, max_answering_per_session=3)
+    port = server.ports[0]
+    client, reader, endpoint = await open_http_sse(port)
+    async with client:
+        with trio.fail_after(10):
+            for n in range(3):
+                await post_message(port, endpoint, call_body("wait", id=10 + n))
+            async with await connect(port) as poster:
+                await poster.send(mcp_post(call_body("wait", id=20), path=endpoint, accept=None))
+                refused = await poster.read_reply()
+            assert (refused.status, refused.header(b"retry-after")) == (429, b"1")
+            release.set()
+            answered = {(await reader.message())[1]["id"] for _ in range(3)}
+            assert answered == {10, 11, 12}
+            await post_message(port, endpoint, call_body("wait", id=30))  # room again
+            assert (await reader.message())[1]["id"] == 30

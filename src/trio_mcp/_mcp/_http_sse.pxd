@@ -8,5 +8,5 @@ from trio_mcp._mcp._runner cimport RequestRunner
 
 @cython.final
 cdef class HTTPSSETransport:
-    cdef public object config, sessions, bus, sweeper, handshake, nursery
+    cdef public object config, sessions, bus, sweeper, handshake, nursery, _answering
     cdef public RequestRunner runner

@@ -47,7 +47,16 @@ HTTP_SSE_VERSION: Final = "2024-11-05"
 class HTTPSSETransport:
     """``GET /sse`` and ``POST /messages`` (see the module docstring)."""
 
-    __slots__ = ("config", "sessions", "bus", "runner", "sweeper", "handshake", "nursery")
+    __slots__ = (
+        "config",
+        "sessions",
+        "bus",
+        "runner",
+        "sweeper",
+        "handshake",
+        "nursery",
+        "_answering",
+    )
 
     def __init__(
         self,
@@ -65,6 +74,8 @@ class HTTPSSETransport:
         self.handshake = handshake
         #: Runs the sessions' requests, while the endpoint runs.
         self.nursery: trio.Nursery | None = None
+        #: session id -> its requests running or waiting for the stream here
+        self._answering: dict[str, int] = {}
 
     def check_open(self, request: Request) -> None:
         """GET /sse's refusals before authentication: its Accept (406), and an
@@ -143,6 +154,15 @@ class HTTPSSETransport:
             self.runner.resolve(message, session)
         elif type(message) is RPCRequest:
             assert self.nursery is not None
+            answering = dict.get(self._answering, session.id, 0)
+            if answering >= self.config.max_answering_per_session:
+                raise refuse(
+                    429,
+                    f"Too Many Requests: {answering} requests of this session are being "
+                    "answered; read the stream",
+                    [(b"retry-after", b"1")],
+                )
+            self._answering[session.id] = answering + 1
             spawn(
                 self.nursery,
                 "an HTTP+SSE request",
@@ -165,15 +185,24 @@ class HTTPSSETransport:
     ) -> None:
         """Run one request and send its answer on the session's stream (none when
         the client cancelled it)."""
-        answer = None
-        with trio.CancelScope() as scope:
-            stream = SSEStream(session, outbox, scope)
-            if message.method == "initialize":
-                answer = await self._initialize(session, message)
+        try:
+            answer = None
+            with trio.CancelScope() as scope:
+                stream = SSEStream(session, outbox, scope)
+                if message.method == "initialize":
+                    answer = await self._initialize(session, message)
+                else:
+                    answer = await self.runner.run(
+                        message, stream, request.headers, principal, None
+                    )
+            if answer is not None:
+                await stream.emit(answer_bytes(answer))
+        finally:
+            left = self._answering[session.id] - 1
+            if left:
+                self._answering[session.id] = left
             else:
-                answer = await self.runner.run(message, stream, request.headers, principal, None)
-        if answer is not None:
-            await stream.emit(answer_bytes(answer))
+                del self._answering[session.id]
 
     async def _initialize(self, session: Session, message: RPCRequest) -> dict[str, Any]:
         try:
