@@ -198,9 +198,12 @@ def compile_checks(
     def check(instance: Any) -> str | None:
         if is_valid(instance):
             return None
-        for error in validator.iter_errors(instance):
-            where = "/".join(str(part) for part in error.instance_path)
-            return f"{where}: {error.message}" if where else error.message
+        try:
+            for error in validator.iter_errors(instance):
+                where = "/".join(str(part) for part in error.instance_path)
+                return f"{where}: {error.message}" if where else error.message
+        except ValueError:  # "Recursion limit reached" (is_valid itself says False)
+            return "the arguments nest too deeply"
         return "invalid"  # pragma: no cover - is_valid and iter_errors disagree
 
     return is_valid, check

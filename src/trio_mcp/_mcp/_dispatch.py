@@ -128,11 +128,10 @@ class Dispatcher:
             arguments = {}
         if not isinstance(arguments, dict):
             problem: str | None = "arguments must be an object"
+        elif tool.accepts(arguments):
+            problem = None
         else:
-            try:
-                problem = None if tool.accepts(arguments) else tool.validate(arguments)
-            except (ValueError, RecursionError):  # (deeper than the validator reads)
-                problem = "the arguments nest too deeply"
+            problem = tool.validate(arguments)
         if problem is not None:
             message = f"Invalid arguments for tool {tool.name}: {problem}"
             if at_least(version, "2025-11-25"):
