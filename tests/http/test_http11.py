@@ -125,6 +125,17 @@ def test_absolute_form_target() -> None:
 
 
 @pytest.mark.parametrize(
+    ("target", "host"),
+    [(b"http://a.example:8/mcp", b"a.example:8"), (b"http://a.example", b"a.example")],
+)
+def test_an_absolute_form_targets_authority_stands_for_host(target: bytes, host: bytes) -> None:
+    """RFC 9112 3.2.2: the Host header is ignored; the target's authority counts."""
+    c = conn()
+    c.receive_data(b"GET " + target + b" HTTP/1.1\r\nHost: other.example\r\n\r\n")
+    assert next_request(c).header(b"host") == host
+
+
+@pytest.mark.parametrize(
     ("target", "path", "query"),
     [
         (b"/mcp", "/mcp", ""),

@@ -332,3 +332,25 @@ async def test_http_sse_posts_beyond_the_sessions_cap_get_429(start_mcp) -> None
             assert answered == {10, 11, 12}
             await post_message(port, endpoint, call_body("wait", id=30))  # room again
             assert (await reader.message())[1]["id"] == 30
+
+
+@pytest.mark.parametrize(
+    ("target", "host", "status"),
+    [
+        (b"http://evil.example/mcp", b"127.0.0.1", 403),  # the target's authority counts
+        (b"http://127.0.0.1/mcp", b"evil.example", 200),  # ... and the Host header not
+        (b"http://user@127.0.0.1/mcp", b"127.0.0.1", 400),  # userinfo: no valid Host
+        (b"http://local host/mcp", b"127.0.0.1", 400),
+    ],
+)
+async def test_an_absolute_form_target_is_checked_as_host_is(
+    mcp_port: int, target: bytes, host: bytes, status: int
+) -> None:
+    request = mcp_post(initialize_body())
+    request = request.replace(b"POST /mcp ", b"POST " + target + b" ", 1)
+    request = request.replace(b"Host: 127.0.0.1", b"Host: " + host, 1)
+    async with await connect(mcp_port) as client:
+        await client.send(request)
+        with trio.fail_after(10):
+            reply = await client.read_reply()
+    assert reply.status == status, reply.body

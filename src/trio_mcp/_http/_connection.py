@@ -66,8 +66,11 @@ class Request:
         else:
             path, query = target, ""
         if "://" in path and not path.startswith("/"):
-            # absolute-form: the path is what follows the authority
-            slash = path.find("/", path.index("://") + 3)
+            # absolute-form: the path is what follows the authority, and the
+            # authority stands for Host (RFC 9112 3.2.2: the Host header is ignored)
+            start = path.index("://") + 3
+            slash = path.find("/", start)
+            singles[b"host"] = (path[start:slash] if slash >= 0 else path[start:]).encode("latin-1")
             path = path[slash:] if slash >= 0 else "/"
         self.path = path
         self.query = query
