@@ -197,14 +197,20 @@ async def test_bytes_from_the_client_stop_the_watch_not_the_stream(autojump_cloc
     assert watches == 1
 
 
-async def test_the_queue_is_bounded_in_bytes_not_frames(nursery) -> None:
-    """Once 256 frames of any size: 30 unread streams of 1 MiB updates took +512 MB."""
-    outbox, writer = Outbox(limit_bytes=1000), Writer(room=0)
+async def stalled(nursery, limit_bytes: int) -> tuple[Outbox, Writer]:
+    """An outbox whose pump holds one frame (b"x") for a socket that takes nothing."""
+    outbox, writer = Outbox(limit_bytes=limit_bytes), Writer(room=0)
     writer.gate = trio.Event()
     nursery.start_soon(outbox.pump, writer, 60.0)
     await trio.testing.wait_all_tasks_blocked()
-    assert outbox.offer(b"x")  # with the pump, waiting for the socket
+    assert outbox.offer(b"x")
     await trio.testing.wait_all_tasks_blocked()
+    return outbox, writer
+
+
+async def test_the_queue_is_bounded_in_bytes_not_frames(nursery) -> None:
+    """Once 256 frames of any size: 30 unread streams of 1 MiB updates took +512 MB."""
+    outbox, _ = await stalled(nursery, limit_bytes=1000)
     assert outbox.offer(b"a" * 600)
     assert outbox.offer(b"b" * 400)  # 1,000 bytes waiting: the bound
     assert not outbox.offer(b"c")  # one more byte: too slow, dropped
@@ -212,12 +218,7 @@ async def test_the_queue_is_bounded_in_bytes_not_frames(nursery) -> None:
 
 
 async def test_one_frame_larger_than_the_bound_still_passes(nursery) -> None:
-    outbox, writer = Outbox(limit_bytes=10), Writer(room=0)
-    writer.gate = trio.Event()
-    nursery.start_soon(outbox.pump, writer, 60.0)
-    await trio.testing.wait_all_tasks_blocked()
-    assert outbox.offer(b"x")
-    await trio.testing.wait_all_tasks_blocked()
+    outbox, writer = await stalled(nursery, limit_bytes=10)
     assert outbox.offer(b"y" * 100)  # nothing else waits
     assert not outbox.closed
     writer.gate.set()

@@ -24,7 +24,7 @@ from ._merge import merge_results
 from ._options import IDLE, BenchConfig
 from ._plan import WorkerPlan, WorkerResult
 from ._target import Target, resolve
-from ._worker import GIVE_UP_AFTER, Worker, raise_file_limit, worker_main
+from ._worker import GIVE_UP_AFTER, Worker, leave, raise_file_limit, worker_main
 
 FD_MARGIN = 32  # descriptors a worker needs besides its sockets
 START_GRACE_S = 30.0  # for spawning the workers and setting up their sessions
@@ -178,7 +178,7 @@ class Runner:
             self.progress.start("starting")
             self.results[plan.index] = worker.run(time.monotonic())
         finally:
-            worker.leave()
+            leave(worker)
 
     def run(self) -> None:
         if len(self.plans) == 1:

@@ -388,13 +388,6 @@ class Worker:
             if self.issuing:
                 self.next_operation(conn, now)
 
-    def leave(self) -> None:
-        """Close every connection (streams end first) and delete the sessions opened."""
-        sessions = [(c.session, c.version) for c in self.conns if c.session is not None]
-        for conn in self.conns:
-            self.close(conn)
-        delete_sessions(self.address, self.factory, sessions)
-
     def close(self, conn: Conn) -> None:
         if conn.sock is not None:
             self.by_fd.pop(conn.fd, None)
@@ -738,6 +731,14 @@ class Worker:
         )
 
 
+def leave(worker: Worker) -> None:
+    """Close a worker's connections (streams end first) and delete its sessions."""
+    sessions = [(c.session, c.version) for c in worker.conns if c.session is not None]
+    for conn in worker.conns:
+        worker.close(conn)
+    delete_sessions(worker.address, worker.factory, sessions)
+
+
 def precise_timers() -> None:
     """Ask Linux for 1 ns timer slack instead of 50 us, so paced sends are on time."""
     if sys.platform.startswith("linux"):
@@ -778,7 +779,7 @@ def worker_main(plan: WorkerPlan, pipe: Any) -> None:
                 return
             pipe.send(("result", worker.run(message[1])))
         finally:
-            worker.leave()
+            leave(worker)
     except (EOFError, BrokenPipeError):
         pass  # the parent went away
     except Exception as exc:  # a bug of ours: tell the parent, which reports it
