@@ -25,9 +25,11 @@ async def start_mcp(
     copying = request.param == "copying stores"
 
     async def factory(
-        app=everything, authenticate=None, principal_key=None, **config: object
+        app=everything, authenticate=None, principal_key=None, http=None, **config: object
     ) -> HTTPServer:
-        mcp_config = MCPConfig(http=ServerConfig(port=0), **config)  # type: ignore[arg-type]
+        """`http`: ServerConfig settings (a dict); `config`: MCPConfig's."""
+        http_config = ServerConfig(port=0, **(http or {}))
+        mcp_config = MCPConfig(http=http_config, **config)  # type: ignore[arg-type]
         stores = copying_stores(mcp_config) if copying else None
         keyed = {"principal_key": principal_key} if principal_key is not None else {}
         server: HTTPServer = await nursery.start(

@@ -53,8 +53,14 @@ class ResponseWriter(Protocol):
     away are dropped and set `broken`.
     """
 
-    #: True once a write failed: the peer is gone.
+    #: True once a write failed, or the server saw the client go.
     broken: bool
+    #: What happens when the client goes while the answer is produced (the
+    #: server watches the client of an answer that runs for more than a
+    #: tick): False (the default), the handler is cancelled with the
+    #: connection; True, the handler goes on, its writes dropped, and only the
+    #: connection is closed at once.
+    outlives_peer: bool
 
     @property
     def started(self) -> bool:

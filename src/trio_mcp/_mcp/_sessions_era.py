@@ -252,6 +252,11 @@ class SessionsTransport:
         writer: ResponseWriter,
     ) -> None:
         """Answer the requests of one POST."""
+        if session is not None:
+            # A session's request outlives its client (the 2025 rule: a
+            # disconnect is no cancellation; its events stay for a resume);
+            # a stateless one is cancelled, since nothing can resume it.
+            writer.outlives_peer = True
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
         headers = request.headers

@@ -66,6 +66,17 @@ class ByteStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+class Answering(Protocol):
+    """What the sweeper needs of the writer of a deferred answer (`ConnectionWriter`)."""
+
+    #: The sweeper has seen the answer running once.
+    seen: bool
+    #: Someone watches the answer's client already.
+    watched: bool
+
+    async def watch_peer(self) -> None: ...
+
+
 class Connection:
     """Book-keeping the server needs for one connection: time limit and drain.
 
@@ -75,9 +86,13 @@ class Connection:
     `HTTPServer.enforce_timeouts` stamps `since` and cancels `timer` once
     `limit` has passed since then. That keeps time limits off trio's deadline
     heap and off the clock on every request.
+
+    `answering` is the writer of the deferred answer being produced, if any:
+    the sweeper starts watching the client of one that is still running at
+    its second look (`ConnectionWriter.watch_peer`).
     """
 
-    __slots__ = ("http", "timer", "limit", "since", "waiting_idle")
+    __slots__ = ("http", "timer", "limit", "since", "waiting_idle", "answering")
 
     def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
         self.http = http
@@ -86,6 +101,7 @@ class Connection:
         self.since: float | None = None
         #: True while blocked reading the first byte of a next request.
         self.waiting_idle = False
+        self.answering: Answering | None = None
 
     def limit_phase(self, seconds: float) -> None:
         """A new phase begins that may take `seconds` (inf: no limit)."""

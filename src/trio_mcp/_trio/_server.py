@@ -96,6 +96,7 @@ class HTTPServer:
         "_shutdown",
         "_dates",
         "_batch",
+        "_watchers",
         "timeout_tick_s",
     )
 
@@ -119,6 +120,8 @@ class HTTPServer:
         #: Sends the answers held by connections when trio's scheduler batch
         #: ends (while `_run` runs; ``config.batch_end_sends``).
         self._batch: BatchEndSender | None = None
+        #: Where the watches of long answers' clients run (while `_run` runs).
+        self._watchers: trio.Nursery | None = None
         shortest = min(
             config.idle_timeout_s,
             config.head_timeout_s,
@@ -170,12 +173,22 @@ class HTTPServer:
                 self._check_limits(trio.current_time())
 
     def _check_limits(self, now: float) -> None:
+        watchers = self._watchers
         for conn in self._connections:
             since = conn.since
             if since is None:
                 conn.since = now  # a phase begun since the last tick
             elif now - since >= conn.limit:
                 conn.timer.cancel()
+            writer = conn.answering
+            if writer is not None and not writer.watched:
+                # An answer seen running at two ticks takes long: watch its
+                # client from now on (quick answers never cost a task).
+                if not writer.seen:
+                    writer.seen = True
+                elif watchers is not None:
+                    writer.watched = True
+                    spawn(watchers, "a client watch", writer.watch_peer)
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
@@ -188,6 +201,7 @@ class HTTPServer:
             async with trio.open_nursery() as clock:
                 clock.start_soon(self.enforce_timeouts)
                 async with trio.open_nursery() as connections:
+                    self._watchers = connections
                     async with trio.open_nursery() as acceptors:
                         for listener in listeners:
                             acceptors.start_soon(self._accept_loop, listener, connections)
@@ -202,6 +216,7 @@ class HTTPServer:
                     connections.cancel_scope.deadline = (
                         trio.current_time() + config.shutdown_timeout_s
                     )
+                self._watchers = None
                 clock.cancel_scope.cancel()
         finally:
             for listener in listeners:
@@ -363,12 +378,17 @@ class HTTPServer:
                 # this way; its writer sets the limit of each write)
                 writer = ConnectionWriter(stream, conn, dates, write_timeout)
                 conn.limit = inf
+                conn.answering = writer  # (the sweeper watches the client of a long one)
                 try:
                     await response.respond(writer)
                     failed = False
                 except Exception:
                     logger.exception("deferred response failed")
                     failed = True
+                finally:
+                    conn.answering = None
+                    if writer.watched:
+                        writer.stop_watch()
                 del response  # (nor its request, while the connection waits)
                 if (failed or writer.state is not DONE) and not await finish_deferred(
                     writer, failed

@@ -369,12 +369,17 @@ class SocketIO:
             raise trio.BrokenResourceError(f"shutdown failed: {exc}") from exc
         await checkpoint()
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
+        """Close now, from any task: a task waiting on the socket gets
+        ``trio.ClosedResourceError``, and every later call too."""
         if not self._closed:
             self.release()  # (what the kernel takes of it now)
             self._closed = True
             notify_closing(self.sock)
             self.sock.close()
+
+    async def aclose(self) -> None:
+        self.close()
         await checkpoint()
 
 

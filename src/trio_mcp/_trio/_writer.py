@@ -5,16 +5,24 @@ response, or a stream, written through the connection's sans-IO HTTP state;
 each write runs under the write time limit, and a JSON answer on a socket is
 handed to `SocketIO.hold` without a coroutine (it goes now, or with the rest
 of the scheduler batch's answers).
+
+While an answer takes long (the server's sweeper sees it running twice),
+`watch_peer` watches its client: when the client closes its end or resets,
+the answer's handler is cancelled with the connection, or, for an answer that
+`outlives_peer` (its events are kept for resumption), goes on while the
+socket is closed at once, so a vanished client holds no file descriptor.
 """
 
 from __future__ import annotations
 
 import enum
+import socket
 from collections.abc import Awaitable, Callable
 from math import inf
 from typing import Final
 
 import trio
+from trio.lowlevel import wait_readable
 
 from .._errors import LocalProtocolError
 from .._http._connection import Headers, Response
@@ -44,7 +52,19 @@ class ConnectionWriter:
     connection closes after the answer.
     """
 
-    __slots__ = ("_stream", "_conn", "_dates", "_write_timeout", "_frame", "state", "broken")
+    __slots__ = (
+        "_stream",
+        "_conn",
+        "_dates",
+        "_write_timeout",
+        "_frame",
+        "state",
+        "broken",
+        "outlives_peer",
+        "seen",
+        "watched",
+        "_watch",
+    )
 
     def __init__(
         self,
@@ -62,6 +82,15 @@ class ConnectionWriter:
         self.state = NEW
         #: True once a write failed: the peer is gone.
         self.broken = False
+        #: Set by the handler: when the client goes, the answer goes on and
+        #: only the connection closes (else the answer is cancelled with it).
+        self.outlives_peer = False
+        #: The server's sweeper has seen this answer running once.
+        self.seen = False
+        #: Someone watches the client (the server, or the handler through
+        #: `peer_watch`): nobody else may wait for the socket to be readable.
+        self.watched = False
+        self._watch: trio.CancelScope | None = None
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -178,9 +207,55 @@ class ConnectionWriter:
     def peer_watch(self) -> Callable[[], Awaitable[bool]] | None:
         """For an idle stream: an awaitable that returns when the client sends
         more bytes (False) or closes its end (True); None for a transport
-        that cannot watch."""
+        that cannot watch, or when the server watches this client already
+        (it then ends the answer itself when the client goes)."""
+        if self.watched:
+            return None
+        self.watched = True
         stream = self._stream
         return stream.wait_peer if type(stream) is SocketIO else None
+
+    async def watch_peer(self) -> None:
+        """Run by the server while this answer is produced: when the client
+        closes its end or resets, end the answer (`outlives_peer`). Bytes the
+        client sends meanwhile (a pipelined request) end the watch and stay
+        unread, for the connection to serve; `stop_watch` ends it too."""
+        stream = self._stream
+        if type(stream) is not SocketIO:
+            return
+        sock = stream.sock
+        gone = False
+        with trio.CancelScope() as scope:
+            self._watch = scope
+            while True:
+                try:
+                    await wait_readable(sock)
+                except trio.ClosedResourceError:  # (closed under us: the answer is over)
+                    return
+                # Woken, the answer may have finished before this task ran:
+                # the connection's task may wait on the socket itself by now.
+                if scope.cancel_called:
+                    return
+                try:
+                    gone = not sock.recv(1, socket.MSG_PEEK)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    gone = True
+                break
+        if gone and not self.broken:
+            self.broken = True
+            if self.outlives_peer:
+                stream.close()  # (the fd is free now; the answer's writes are dropped)
+            else:
+                self._conn.timer.cancel()
+
+    def stop_watch(self) -> None:
+        """The answer is done: stop `watch_peer`, before the connection's task
+        waits on the socket again."""
+        watch = self._watch
+        if watch is not None:
+            watch.cancel()
 
     async def send_framed(self, data: bytes) -> None:
         """Send the rest that `send_nowait` returned."""
