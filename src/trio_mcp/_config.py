@@ -149,6 +149,15 @@ class MCPConfig:
             session may be running or waiting for its stream at once; a POST
             beyond gets 429 with ``Retry-After``, so a client that posts and
             never reads cannot make the server hold a task per post.
+        max_requests_per_session: how many requests of one session may run
+            at once (in this process); one beyond is refused with HTTP 429
+            and ``Retry-After`` when it is a POST's only request, else with
+            the JSON-RPC error -31429 whose ``data.retryAfterSeconds`` says
+            when to try again.
+        max_client_requests_per_session: how many requests the server sent
+            one session's client (elicitation, sampling, roots) may wait for
+            answers at once; the handler asking for one more gets the
+            -31429 error.
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
@@ -199,6 +208,8 @@ class MCPConfig:
     sse_retry_ms: int = 1000
     stream_queue_bytes: int = 1024 * 1024
     max_answering_per_session: int = 64
+    max_requests_per_session: int = 128
+    max_client_requests_per_session: int = 64
 
     def __post_init__(self) -> None:
         if (
@@ -216,8 +227,13 @@ class MCPConfig:
         for ttl, scope in [(self.cache_ttl_ms, self.cache_scope), *self.cache_hints.values()]:
             if ttl < 0 or scope not in ("public", "private"):
                 raise ValueError('cache hints need ttlMs >= 0 and a scope "public" or "private"')
-        if self.max_answering_per_session < 1:
-            raise ValueError("max_answering_per_session must be at least 1")
+        for name in (
+            "max_answering_per_session",
+            "max_requests_per_session",
+            "max_client_requests_per_session",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1")
         if self.stream_queue_bytes < 1:
             raise ValueError("stream_queue_bytes must be at least 1")
         if not self.keepalive_s > 0:

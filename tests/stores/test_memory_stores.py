@@ -9,7 +9,7 @@ import trio.testing
 from trio_mcp._errors import SessionsFull
 from trio_mcp._protocol._jsonrpc import RPCResponse
 from trio_mcp._stores._bus import MemoryBus
-from trio_mcp._stores._requests import MemoryRequestRegistry
+from trio_mcp._stores._requests import BEGUN, ID_IN_USE, TOO_MANY, MemoryRequestRegistry
 from trio_mcp._stores._sessions import MemorySessionStore
 
 
@@ -52,15 +52,15 @@ class Stream:
 
 
 def test_a_running_id_is_refused_until_it_ends() -> None:
-    registry = MemoryRequestRegistry()
+    registry = MemoryRequestRegistry(max_running=8, max_waiting=8)
     first, second = Scope(), Scope()
-    assert registry.begin("s", 1, first)
-    assert not registry.begin("s", 1, second)  # in use
-    assert registry.begin("t", 1, second)  # another session's ids are its own
+    assert registry.begin("s", 1, first) == BEGUN
+    assert registry.begin("s", 1, second) == ID_IN_USE
+    assert registry.begin("t", 1, second) == BEGUN  # another session's ids are its own
     assert registry.busy() == {"s", "t"}
     assert registry.running() == 2
     registry.end("s", 1)
-    assert registry.begin("s", 1, first)
+    assert registry.begin("s", 1, first) == BEGUN
     registry.end("s", 1)
     registry.end("t", 1)
     registry.end("unknown", 1)  # nothing to end: nothing happens
@@ -68,10 +68,10 @@ def test_a_running_id_is_refused_until_it_ends() -> None:
 
 
 def test_cancel_names_one_running_request_and_release_all() -> None:
-    registry = MemoryRequestRegistry()
+    registry = MemoryRequestRegistry(max_running=8, max_waiting=8)
     scopes = [Scope() for _ in range(3)]
     for request_id, scope in zip((1, "two", 3), scopes, strict=True):
-        assert registry.begin("s", request_id, scope)
+        assert registry.begin("s", request_id, scope) == BEGUN
     for hostile in ([1], None, 1.0, {"id": 1}):
         registry.cancel("s", hostile)  # not an id: ignored
     registry.cancel("s", "two")
@@ -83,7 +83,7 @@ def test_cancel_names_one_running_request_and_release_all() -> None:
 
 
 def test_requests_to_the_client_get_ids_never_reused_while_the_session_lives() -> None:
-    registry = MemoryRequestRegistry()
+    registry = MemoryRequestRegistry(max_running=8, max_waiting=8)
     waiter = Waiter()
     first = registry.expect("s", waiter)
     registry.forget("s", first)
@@ -96,6 +96,22 @@ def test_requests_to_the_client_get_ids_never_reused_while_the_session_lives() -
     answer = RPCResponse(second, {"ok": True})
     registry.answer("s", answer)
     assert waiter.responses == [answer]
+
+
+def test_a_session_runs_and_waits_for_its_quota_at_most() -> None:
+    registry = MemoryRequestRegistry(max_running=2, max_waiting=2)
+    assert [registry.begin("s", id, Scope()) for id in (1, 2, 3)] == [BEGUN, BEGUN, TOO_MANY]
+    assert registry.begin("t", 1, Scope()) == BEGUN  # a quota per session
+    registry.end("s", 1)
+    assert registry.begin("s", 3, Scope()) == BEGUN
+    assert registry.begin("s", 2, Scope()) == ID_IN_USE  # (in use comes first)
+    waiter = Waiter()
+    first, second = registry.expect("s", waiter), registry.expect("s", waiter)
+    assert first is not None and second is not None
+    assert registry.expect("s", waiter) is None
+    assert registry.expect("t", waiter) is not None
+    registry.forget("s", first)
+    assert registry.expect("s", waiter) is not None
 
 
 async def test_one_standalone_stream_per_session() -> None:

@@ -192,9 +192,12 @@ class HTTPSSETransport:
                 if message.method == "initialize":
                     answer = await self._initialize(session, message)
                 else:
-                    answer = await self.runner.run(
-                        message, stream, request.headers, principal, None
-                    )
+                    try:
+                        answer = await self.runner.run(
+                            message, stream, request.headers, principal, None
+                        )
+                    except Rejection as quota:  # (its 202 is out: the error answers)
+                        answer = error_message(message.id, quota.error)
             if answer is not None:
                 await stream.emit(answer_bytes(answer))
         finally:

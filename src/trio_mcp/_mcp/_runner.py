@@ -27,12 +27,14 @@ from .._config import MCPConfig
 from .._errors import InputRequired, MCPError
 from .._http._connection import Headers
 from .._http._handler import Cancellable
+from .._protocol._answers import too_many
 from .._protocol._envelope import Envelope
 from .._protocol._jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     Notification,
+    RequestId,
     RPCRequest,
     RPCResponse,
     error_message,
@@ -40,6 +42,7 @@ from .._protocol._jsonrpc import (
 )
 from .._protocol._request_state import StateSealer, default_principal_key, params_digest
 from .._protocol._sessions import Session
+from .._stores._requests import TOO_MANY
 from .._stores._stores import Stores
 from ._dispatch import Dispatcher
 from ._streams import RequestStream, Waiter
@@ -112,11 +115,10 @@ class RequestRunner:
         scope = stream.cancel_scope
         # (a request without a session is tracked nowhere: its connection is its scope)
         requests = self.requests
-        if session is not None and not requests.begin(session.id, request_id, scope):
-            error = MCPError(
-                INVALID_REQUEST, "Invalid request: this id is in use by a running request"
-            )
-            return error_message(request_id, error)
+        if session is not None:
+            refused = requests.begin(session.id, request_id, scope)
+            if refused:
+                return self._not_begun(refused, request_id)
         try:
             mrtr = envelope is not None and method in MRTR_METHODS
             input_responses: dict[str, Any] = {}
@@ -154,6 +156,20 @@ class RequestRunner:
         finally:
             if session is not None:
                 requests.end(session.id, request_id)
+
+    def _not_begun(self, refused: int, request_id: RequestId) -> dict[str, Any]:
+        """The answer to a request the registry did not begin: its id is in
+        use (an error answer), or its session has its quota running (raises
+        `Rejection`, so that a transport can answer 429 before its response
+        starts, and the error answer otherwise)."""
+        if refused == TOO_MANY:
+            raise too_many(
+                request_id,
+                f"Too many requests: this session has {self.config.max_requests_per_session}"
+                " running",
+            )
+        error = MCPError(INVALID_REQUEST, "Invalid request: this id is in use by a running request")
+        return error_message(request_id, error)
 
     def _context(
         self,
@@ -256,6 +272,12 @@ class RequestRunner:
         waiter = Waiter()
         requests = self.requests
         request_id = requests.expect(session.id, waiter)
+        if request_id is None:
+            raise too_many(
+                None,
+                f"Too many requests: this session's client has "
+                f"{self.config.max_client_requests_per_session} requests to answer",
+            ).error
         limit = timeout_s if timeout_s is not None else self.config.client_request_timeout_s
         try:
             await emit(request_bytes(request_id, method, params))

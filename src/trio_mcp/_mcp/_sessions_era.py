@@ -266,7 +266,13 @@ class SessionsTransport:
                 if type(message) is Invalid:
                     answers.append(error_message(message.id, message.error))
                 elif type(message) is RPCRequest:
-                    answers.append(await runner.run(message, stream, headers, principal, None))
+                    try:
+                        answers.append(await runner.run(message, stream, headers, principal, None))
+                    except Rejection as quota:  # (the session has its quota running)
+                        if not batch and not writer.started:
+                            await writer.respond(rejection_response(quota, cors))
+                            return
+                        answers.append(error_message(message.id, quota.error))
             if not answers:
                 if not writer.started:
                     await writer.respond(Response(202, cors))

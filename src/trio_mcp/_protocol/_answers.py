@@ -13,7 +13,13 @@ from typing import Final
 from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Response
 from .._json import dumps
-from ._jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, RequestId, error_message
+from ._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    TOO_MANY_REQUESTS,
+    RequestId,
+    error_message,
+)
 
 JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 FORBIDDEN: Final = "Forbidden: not authorized for this request"
@@ -39,6 +45,22 @@ def forbidden(request_id: RequestId | None, cors: Headers) -> Response:
     """The 403 for a request the application's authorize hook refuses."""
     error = MCPError(INVALID_REQUEST, FORBIDDEN)
     return rejection_response(Rejection(403, error, INSUFFICIENT_SCOPE, request_id), cors)
+
+
+#: When a client refused for a quota of running requests may try again: a
+#: request that ran into the quota usually waits on a slow handler, and how long
+#: that takes the server cannot know, so this is a guess, not a promise.
+RUNNING_RETRY_S: Final = 1
+
+
+def too_many(
+    request_id: RequestId | None, message: str, retry_s: int = RUNNING_RETRY_S
+) -> Rejection:
+    """A quota's refusal: 429 with ``Retry-After`` where the response has not
+    started, else (its ``error``) the JSON-RPC error -31429 with
+    ``data.retryAfterSeconds``."""
+    error = MCPError(TOO_MANY_REQUESTS, message, {"retryAfterSeconds": retry_s})
+    return Rejection(429, error, [(b"retry-after", b"%d" % retry_s)], request_id)
 
 
 def sessions_full() -> Rejection:

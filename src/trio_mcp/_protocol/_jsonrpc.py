@@ -29,6 +29,9 @@ URL_ELICITATION_REQUIRED: Final = -32042  # 2025-11-25
 HEADER_MISMATCH: Final = -32020  # 2026-07-28
 MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021  # 2026-07-28
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022  # 2026-07-28
+#: Ours, outside JSON-RPC's reserved range (its digits say HTTP 429): a quota
+#: refused the request; ``data.retryAfterSeconds`` says when to try again.
+TOO_MANY_REQUESTS: Final = -31429
 
 RequestId = str | int
 

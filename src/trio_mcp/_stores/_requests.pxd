@@ -10,5 +10,5 @@ cdef class _SessionRequests:
 
 @cython.final
 cdef class MemoryRequestRegistry:
-    cdef public object _sessions
+    cdef public object _sessions, max_running, max_waiting
     cpdef _of(self, session_id)

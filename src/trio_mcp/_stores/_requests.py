@@ -4,13 +4,16 @@ requests the server sent its client that wait for an answer.
 Contract (what a registry must give, so that a shared one can take the
 memory one's place without a change to the endpoint):
 
-- `begin` registers a running request under its session and JSON-RPC id and
-  refuses an id the session already has running, atomically; `end` removes
-  it. `cancel` cancels the request with that id (a shared registry forwards
-  it to the process that runs it); `release` cancels everything a session
-  has running and forgets what it waits for.
+- `begin` registers a running request under its session and JSON-RPC id,
+  atomically, and refuses an id the session already has running
+  (`ID_IN_USE`), or any request of a session that has its quota of requests
+  running here (`TOO_MANY`); `end` removes it. `cancel` cancels the request
+  with that id (a shared registry forwards it to the process that runs it);
+  `release` cancels everything a session has running and forgets what it
+  waits for.
 - `expect` gives a request to the client an id unique within its session and
-  registers what waits for the answer; `answer` hands a response to it (a
+  registers what waits for the answer, or None when the session has its
+  quota of requests waiting for answers; `answer` hands a response to it (a
   shared registry forwards it, since the answer may arrive at another
   process); `forget` removes it, answered or not.
 - `busy` names the sessions with a request running here, so the sweeper
@@ -25,10 +28,16 @@ memory one's place without a change to the endpoint):
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from .._http._handler import Cancellable
 from .._protocol._jsonrpc import RequestId, RPCResponse
+
+#: What `RequestRegistry.begin` answers: the request is registered (falsy,
+#: so the caller tests it with one truth test), or why it is refused.
+BEGUN: Final = 0
+ID_IN_USE: Final = 1
+TOO_MANY: Final = 2
 
 
 class Answerable(Protocol):
@@ -40,8 +49,8 @@ class Answerable(Protocol):
 class RequestRegistry(Protocol):
     """The requests in flight (see the module docstring)."""
 
-    def begin(self, session_id: str, request_id: RequestId, scope: Cancellable) -> bool:
-        """Register a running request; False when the session has that id running."""
+    def begin(self, session_id: str, request_id: RequestId, scope: Cancellable) -> int:
+        """Register a running request: `BEGUN`, or `ID_IN_USE`, `TOO_MANY`."""
         ...
 
     def end(self, session_id: str, request_id: RequestId) -> None: ...
@@ -54,8 +63,9 @@ class RequestRegistry(Protocol):
         """The session ended: cancel what it runs, forget what it waits for."""
         ...
 
-    def expect(self, session_id: str, waiter: Answerable) -> int:
-        """Register `waiter` for a request to the client; the request's id."""
+    def expect(self, session_id: str, waiter: Answerable) -> int | None:
+        """Register `waiter` for a request to the client; the request's id
+        (None: the session has its quota of requests waiting)."""
         ...
 
     def answer(self, session_id: str, response: RPCResponse) -> None:
@@ -89,10 +99,13 @@ class MemoryRequestRegistry:
     lives until its release, so the ids of its requests to the client are
     never reused while it lives."""
 
-    __slots__ = ("_sessions",)
+    __slots__ = ("_sessions", "max_running", "max_waiting")
 
-    def __init__(self) -> None:
+    def __init__(self, max_running: int, max_waiting: int) -> None:
         self._sessions: dict[str, _SessionRequests] = {}
+        #: A session's quotas: requests running here, requests to its client waiting.
+        self.max_running = max_running
+        self.max_waiting = max_waiting
 
     def _of(self, session_id: str) -> _SessionRequests:
         requests = dict.get(self._sessions, session_id)
@@ -100,12 +113,14 @@ class MemoryRequestRegistry:
             requests = self._sessions[session_id] = _SessionRequests()
         return requests
 
-    def begin(self, session_id: str, request_id: RequestId, scope: Cancellable) -> bool:
+    def begin(self, session_id: str, request_id: RequestId, scope: Cancellable) -> int:
         running = self._of(session_id).running
         if request_id in running:
-            return False
+            return ID_IN_USE
+        if len(running) >= self.max_running:
+            return TOO_MANY
         running[request_id] = scope
-        return True
+        return BEGUN
 
     def end(self, session_id: str, request_id: RequestId) -> None:
         requests = dict.get(self._sessions, session_id)
@@ -127,8 +142,10 @@ class MemoryRequestRegistry:
             for scope in requests.running.values():
                 scope.cancel()
 
-    def expect(self, session_id: str, waiter: Answerable) -> int:
+    def expect(self, session_id: str, waiter: Answerable) -> int | None:
         requests = self._of(session_id)
+        if len(requests.waiting) >= self.max_waiting:
+            return None
         requests.last_id += 1
         requests.waiting[requests.last_id] = waiter
         return requests.last_id

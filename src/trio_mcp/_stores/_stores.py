@@ -36,5 +36,7 @@ def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
             )
         ),
         MemoryBus(),
-        MemoryRequestRegistry(),
+        MemoryRequestRegistry(
+            config.max_requests_per_session, config.max_client_requests_per_session
+        ),
     )
