@@ -38,12 +38,12 @@ class CopyingSessionStore:
     def tick(self, now: float) -> None:
         self.inner.tick(now)
 
-    async def create(self, *args: Any) -> Session:
+    async def create(self, *args: Any, **kwargs: Any) -> Session:
         await trio.lowlevel.checkpoint()
-        session = await self.inner.create(*args)
+        session = await self.inner.create(*args, **kwargs)
         return session.copy()
 
-    def create_nowait(self, *args: Any) -> Session:
+    def create_nowait(self, *args: Any, **kwargs: Any) -> Session:
         raise trio.WouldBlock
 
     async def get(self, session_id: str) -> Session | None:

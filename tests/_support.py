@@ -369,3 +369,34 @@ async def modern_call(
     if reply.header(b"content-type") == b"text/event-stream":
         return reply, sse_messages(reply.body)
     return reply, orjson.loads(reply.body) if reply.body else None
+
+
+# ---- 2024-11-05 HTTP+SSE -------------------------------------------------------
+
+SSE_GET = b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
+
+
+async def open_http_sse(port: int, capabilities: dict | None = None):
+    """An HTTP+SSE session, initialized: (stream, its reader, the POST path)."""
+    client = await connect(port)
+    reader = EventReader(client)
+    assert (await reader.head(SSE_GET)).status_code == 200
+    _, endpoint, _ = await reader.event()
+    body = initialize_body("2024-11-05")
+    body["params"]["capabilities"] = capabilities or {}
+    await post_message(port, endpoint, body)
+    _, answer = await reader.message()
+    assert answer["result"]["protocolVersion"] == "2024-11-05"
+    await post_message(port, endpoint, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return client, reader, endpoint
+
+
+async def post_message(
+    port: int, endpoint: bytes, body: dict | bytes, status: int = 202
+) -> dict | None:
+    async with await connect(port) as poster:
+        await poster.send(mcp_post(body, path=endpoint, accept=None))
+        with trio.fail_after(10):
+            reply = await poster.read_reply()
+    assert reply.status == status, reply.body
+    return orjson.loads(reply.body) if status != 202 else None

@@ -319,6 +319,7 @@ def test_public_names() -> None:
         "MCPConfig",
         "MCPEndpoint",
         "MCPError",
+        "MCPStatistics",
         "RemoteProtocolError",
         "Request",
         "Response",

@@ -33,6 +33,7 @@ from ._http._handler import ResponseWriter as ResponseWriter
 from ._http._handler import StreamingResponse as StreamingResponse
 from ._mcp._endpoint import Authenticator as Authenticator
 from ._mcp._endpoint import MCPEndpoint as MCPEndpoint
+from ._mcp._endpoint import MCPStatistics as MCPStatistics
 from ._mcp._endpoint import run_mcp as run_mcp
 from ._mcp._endpoint import serve_mcp as serve_mcp
 from ._speedups import USING_EXTENSIONS as USING_EXTENSIONS
@@ -49,6 +50,7 @@ __all__ = [
     "Context",
     "MCPConfig",
     "MCPEndpoint",
+    "MCPStatistics",
     "Server",
     "ToolError",
     "audio_content",

@@ -10,19 +10,21 @@ import pytest
 import trio
 from _support import (
     MCP,
+    SSE_GET,
     EventReader,
     connect,
     initialize_body,
     mcp_post,
     modern_body,
     modern_call,
+    open_http_sse,
+    post_message,
 )
 
 from trio_mcp import MCPError, Server
 
 #: Deeper than orjson writes (it reads 1,024 levels, writes about 255).
 TOO_DEEP = 300
-SSE_GET = b"GET /sse HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"
 UNENCODABLE = "Internal error: the answer cannot be encoded as JSON"
 
 
@@ -68,32 +70,6 @@ async def session(port: int) -> MCP:
 def call_body(name: str, arguments: dict | None = None, id: int = 2) -> dict:
     params = {"name": name, "arguments": arguments or {}}
     return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
-
-
-async def open_http_sse(port: int, capabilities: dict | None = None):
-    """An HTTP+SSE session, initialized: (stream, its reader, the POST path)."""
-    client = await connect(port)
-    reader = EventReader(client)
-    assert (await reader.head(SSE_GET)).status_code == 200
-    _, endpoint, _ = await reader.event()
-    body = initialize_body("2024-11-05")
-    body["params"]["capabilities"] = capabilities or {}
-    await post_message(port, endpoint, body)
-    _, answer = await reader.message()
-    assert answer["result"]["protocolVersion"] == "2024-11-05"
-    await post_message(port, endpoint, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return client, reader, endpoint
-
-
-async def post_message(
-    port: int, endpoint: bytes, body: dict | bytes, status: int = 202
-) -> dict | None:
-    async with await connect(port) as poster:
-        await poster.send(mcp_post(body, path=endpoint, accept=None))
-        with trio.fail_after(10):
-            reply = await poster.read_reply()
-    assert reply.status == status, reply.body
-    return orjson.loads(reply.body) if status != 202 else None
 
 
 # ---- an answer JSON cannot carry ---------------------------------------------------
@@ -354,3 +330,46 @@ async def test_an_absolute_form_target_is_checked_as_host_is(
         with trio.fail_after(10):
             reply = await client.read_reply()
     assert reply.status == status, reply.body
+
+
+# ---- a session is valid on its own transport only ------------------------------------
+
+
+async def test_an_http_sse_session_is_not_one_on_the_endpoint(start_mcp) -> None:
+    """A 2024-11-05 session id once worked on /mcp, where its event buffers
+    outlived the session (303 MB held with max_sessions 50)."""
+    server = await start_mcp()
+    port = server.ports[0]
+    client, _, endpoint = await open_http_sse(port)
+    async with client:
+        session_id = endpoint.split(b"session_id=")[1].decode()
+        async with await connect(port) as other:
+            mcp = MCP(other)
+            mcp.session, mcp.version = session_id, "2024-11-05"
+            reply = await mcp.post({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+            assert reply.status == 404
+            for method in (b"GET", b"DELETE"):
+                await other.send(
+                    method + b" /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream"
+                    b"\r\nMcp-Session-Id: " + session_id.encode() + b"\r\n\r\n"
+                )
+                with trio.fail_after(10):
+                    assert (await other.read_reply()).status == 404
+        # the session itself still works where it belongs
+        assert (
+            await post_message(port, endpoint, {"jsonrpc": "2.0", "id": 3, "method": "ping"})
+            is None
+        )
+
+
+async def test_an_endpoint_session_is_not_one_on_the_messages_url(start_mcp) -> None:
+    server = await start_mcp()
+    port = server.ports[0]
+    mcp = await session(port)
+    async with mcp.client:
+        await mcp.client.send(
+            b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+            b"Mcp-Session-Id: " + mcp.session.encode() + b"\r\n\r\n"
+        )  # (a GET stream: what the messages URL once answered on)
+        endpoint = b"/messages?session_id=" + mcp.session.encode()
+        await post_message(port, endpoint, {"jsonrpc": "2.0", "id": 3, "method": "ping"}, 404)

@@ -16,8 +16,9 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, final
 
 import trio
 
@@ -62,6 +63,33 @@ PrincipalKey = Callable[[object], str]
 _NOT_FOUND: Final = (b"content-type", b"text/plain")
 #: What a transport method does once the request's principal is known.
 _Then = Callable[[Request, Headers, object], Response | DeferredResponse]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MCPStatistics:
+    """What an endpoint holds in this process now (`MCPEndpoint.statistics`).
+
+    Every count is back to zero once every client has left and its session
+    ended (deleted, expired, its HTTP+SSE stream closed, or drained).
+    """
+
+    #: Live session records.
+    sessions: int
+    #: Open standalone (GET, HTTP+SSE) and subscriptions/listen streams.
+    streams: int
+    #: POST streams being produced (their events can be resumed live).
+    post_streams: int
+    #: Sessions with events (or an entry) kept for resumption, and those bytes.
+    buffered_sessions: int
+    buffered_bytes: int
+    #: Requests running, and requests sent to clients waiting for answers.
+    requests_running: int
+    client_requests_waiting: int
+    #: Sessions with an entry in the request registry.
+    request_entries: int
+    #: HTTP+SSE requests running or waiting for their session's stream.
+    http_sse_answering: int
 
 
 class MCPEndpoint:
@@ -126,6 +154,22 @@ class MCPEndpoint:
             frozenset({config.sse_path, config.messages_path})
             if config.legacy_sse and config.eras != "modern"
             else frozenset()
+        )
+
+    def statistics(self) -> MCPStatistics:
+        """A snapshot of what the endpoint holds in this process."""
+        stores = self.stores
+        events, requests = stores.events, stores.requests
+        return MCPStatistics(
+            sessions=stores.sessions.count(),
+            streams=stores.bus.open_streams(),
+            post_streams=stores.bus.producing_streams(),
+            buffered_sessions=events.buffered_sessions(),
+            buffered_bytes=events.buffered_bytes(),
+            requests_running=requests.running(),
+            client_requests_waiting=requests.waiting(),
+            request_entries=requests.entries(),
+            http_sse_answering=self.http_sse.answering(),
         )
 
     # ---- routing -------------------------------------------------------------

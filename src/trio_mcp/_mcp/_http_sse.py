@@ -87,6 +87,10 @@ class HTTPSSETransport:
                 503, MCPError(INTERNAL_ERROR, "Service Unavailable: the endpoint is not running")
             )
 
+    def answering(self) -> int:
+        """How many requests run or wait for their stream (for statistics)."""
+        return sum(self._answering.values())
+
     def open(
         self, request: Request, cors: Headers, principal: object
     ) -> Response | DeferredResponse:
@@ -98,7 +102,7 @@ class HTTPSSETransport:
 
     async def _stream(self, principal: object, cors: Headers, writer: ResponseWriter) -> None:
         try:
-            session = await self.sessions.create(principal, HTTP_SSE_VERSION, {}, {})
+            session = await self.sessions.create(principal, HTTP_SSE_VERSION, {}, {}, http_sse=True)
         except SessionsFull:
             await writer.respond(rejection_response(sessions_full(), cors))
             return
@@ -137,8 +141,8 @@ class HTTPSSETransport:
         assert session_id is not None
         session = await self.sessions.get(session_id)
         outbox = self.bus.stream_of(session_id)
-        if session is None or outbox is None:
-            raise refuse(404, "Session not found")
+        if session is None or outbox is None or not session.http_sse:
+            raise refuse(404, "Session not found")  # (an endpoint session is not one here)
         if session.principal != principal:
             raise refuse(403, "Forbidden: the session belongs to another principal")
         if not is_json_content_type(request.singles.get(b"content-type")):

@@ -95,7 +95,7 @@ class SessionsTransport:
         """The session a request names, as the store found it, or the refusal:
         unknown or expired 404, another principal's 403, another protocol
         version 400."""
-        if session is None:
+        if session is None or session.http_sse:  # (an HTTP+SSE session is not one here)
             raise refuse(404, "Session not found: initialize a new session")
         if session.principal != principal:
             raise refuse(403, "Forbidden: the session belongs to another principal")

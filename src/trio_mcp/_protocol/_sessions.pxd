@@ -12,7 +12,7 @@ cdef class SessionIds:
 @cython.final
 cdef class Session:
     cdef public object id, principal, protocol_version, client_capabilities
-    cdef public object client_info, log_level, subscriptions, last_active
+    cdef public object client_info, log_level, subscriptions, last_active, http_sse
 
 @cython.final
 cdef class SessionTable:

@@ -76,6 +76,7 @@ class Session:
         "log_level",
         "subscriptions",
         "last_active",
+        "http_sse",
     )
 
     def __init__(
@@ -86,6 +87,7 @@ class Session:
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
         now: float,
+        http_sse: bool = False,
     ) -> None:
         self.id = id
         self.principal = principal
@@ -97,6 +99,9 @@ class Session:
         #: Resource URIs the client subscribed to.
         self.subscriptions: set[str] = set()
         self.last_active = now
+        #: A session of the 2024-11-05 HTTP+SSE transport: valid on its POST
+        #: URL only, as a streamable HTTP session is on the endpoint only.
+        self.http_sse = http_sse
 
     def copy(self) -> Session:
         """A copy that shares no mutable part with this record."""
@@ -107,6 +112,7 @@ class Session:
             dict(self.client_capabilities),
             dict(self.client_info),
             self.last_active,
+            self.http_sse,
         )
         twin.log_level = self.log_level
         twin.subscriptions = set(self.subscriptions)
@@ -165,6 +171,7 @@ class SessionTable:
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
         now: float,
+        http_sse: bool = False,
     ) -> Session:
         if len(self._sessions) >= self.max_sessions:
             self._expire(now)
@@ -174,7 +181,7 @@ class SessionTable:
         while session_id in self._sessions:  # pragma: no cover - 2**-128
             session_id = self._new_id()
         session = Session(
-            session_id, principal, protocol_version, client_capabilities, client_info, now
+            session_id, principal, protocol_version, client_capabilities, client_info, now, http_sse
         )
         self._sessions[session_id] = session
         return session

@@ -132,6 +132,10 @@ class Bus(Protocol):
         """How many standalone and listen streams are open here (for statistics)."""
         ...
 
+    def producing_streams(self) -> int:
+        """How many POST streams are being produced here (for statistics)."""
+        ...
+
 
 class MemoryBus:
     """The live streams of this process (the default)."""
@@ -217,3 +221,6 @@ class MemoryBus:
 
     def open_streams(self) -> int:
         return len(self._streams) + len(self._listeners)
+
+    def producing_streams(self) -> int:
+        return len(self._producers)

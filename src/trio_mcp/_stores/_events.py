@@ -80,6 +80,11 @@ class EventStore(Protocol):
         """The event data this store keeps in this process (for statistics)."""
         ...
 
+    def buffered_sessions(self) -> int:
+        """How many sessions have events or an entry here (for statistics: a
+        session whose events were dropped has none)."""
+        ...
+
 
 class MemoryEventStore:
     """Event buffers in this process's memory (the default).
@@ -168,6 +173,11 @@ class MemoryEventStore:
         if self._pending:
             self.settle()
         return sum(sum(events.sizes.values()) for events in self._sessions.values())
+
+    def buffered_sessions(self) -> int:
+        if self._pending:
+            self.settle()
+        return len(self._sessions)
 
     async def open_stream(self, session_id: str) -> int:
         events = self._events(session_id)

@@ -82,6 +82,15 @@ class RequestRegistry(Protocol):
         """How many requests run in this process (for statistics)."""
         ...
 
+    def waiting(self) -> int:
+        """How many requests to clients wait for answers here (for statistics)."""
+        ...
+
+    def entries(self) -> int:
+        """How many sessions have an entry here (for statistics: a released
+        session has none)."""
+        ...
+
 
 class _SessionRequests:
     """One session's requests in flight, here."""
@@ -168,3 +177,9 @@ class MemoryRequestRegistry:
 
     def running(self) -> int:
         return sum(len(requests.running) for requests in self._sessions.values())
+
+    def waiting(self) -> int:
+        return sum(len(requests.waiting) for requests in self._sessions.values())
+
+    def entries(self) -> int:
+        return len(self._sessions)

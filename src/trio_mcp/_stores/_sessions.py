@@ -56,8 +56,10 @@ class SessionStore(Protocol):
         protocol_version: str,
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
+        http_sse: bool = False,
     ) -> Session:
-        """A new session's record, with a new unguessable id; SessionsFull when full."""
+        """A new session's record, with a new unguessable id; SessionsFull when
+        full. `http_sse`: a session of the 2024-11-05 HTTP+SSE transport."""
         ...
 
     async def get(self, session_id: str) -> Session | None:
@@ -74,6 +76,7 @@ class SessionStore(Protocol):
         protocol_version: str,
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
+        http_sse: bool = False,
     ) -> Session:
         """`create` without waiting; ``trio.WouldBlock`` when that needs a round trip."""
         ...
@@ -137,8 +140,11 @@ class MemorySessionStore:
         protocol_version: str,
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
+        http_sse: bool = False,
     ) -> Session:
-        return self.create_nowait(principal, protocol_version, client_capabilities, client_info)
+        return self.create_nowait(
+            principal, protocol_version, client_capabilities, client_info, http_sse
+        )
 
     def create_nowait(
         self,
@@ -146,10 +152,11 @@ class MemorySessionStore:
         protocol_version: str,
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
+        http_sse: bool = False,
     ) -> Session:
         table = self.table
         return table.create(
-            principal, protocol_version, client_capabilities, client_info, table.now
+            principal, protocol_version, client_capabilities, client_info, table.now, http_sse
         )
 
     async def get(self, session_id: str) -> Session | None:
