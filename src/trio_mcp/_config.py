@@ -177,6 +177,11 @@ class MCPConfig:
         legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
         sse_path: its event stream (GET), which announces the POST URL.
         messages_path: its POST URL (``?session_id=...`` is added).
+        request_timeout_s: a session's request still running after this long
+            is cancelled (checked at each sweep, so up to a sweep later), so a
+            hung handler cannot keep its session alive for ever. On HTTP+SSE
+            the client gets an error answer; on the endpoint the request's
+            response ends without one (its connection is closed).
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.
@@ -192,6 +197,7 @@ class MCPConfig:
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
     client_request_timeout_s: float = 300.0
+    request_timeout_s: float = 3600.0
     keepalive_s: float = 15.0
     event_buffer_events: int = 256
     event_buffer_bytes: int = 256 * 1024
@@ -242,6 +248,8 @@ class MCPConfig:
             raise ValueError("sse_retry_ms must not be negative")
         if not self.client_request_timeout_s > 0:
             raise ValueError("client_request_timeout_s must be positive")
+        if not self.request_timeout_s > 0:
+            raise ValueError("request_timeout_s must be positive")
         if not self.path.startswith("/") or self.path.endswith("/"):
             raise ValueError(f"path must start with / and not end with one, not {self.path!r}")
         if self.max_sessions < 1:

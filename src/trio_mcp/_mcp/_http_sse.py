@@ -191,7 +191,8 @@ class HTTPSSETransport:
         the client cancelled it)."""
         try:
             answer = None
-            with trio.CancelScope() as scope:
+            timeout = self.config.request_timeout_s
+            with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
                 stream = SSEStream(session, outbox, scope)
                 if message.method == "initialize":
                     answer = await self._initialize(session, message)
@@ -202,6 +203,9 @@ class HTTPSSETransport:
                         )
                     except Rejection as quota:  # (its 202 is out: the error answers)
                         answer = error_message(message.id, quota.error)
+            if scope.cancelled_caught and trio.current_time() >= scope.deadline:
+                late = f"Internal error: the request took over {timeout} s"
+                answer = error_message(message.id, MCPError(INTERNAL_ERROR, late))
             if answer is not None:
                 await stream.emit(answer_bytes(answer))
         finally:
