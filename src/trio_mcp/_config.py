@@ -40,6 +40,18 @@ class ServerConfig:
             header lines 431.
         max_header_count: more header lines than this are answered 431.
         receive_chunk_bytes: how much one socket read asks for.
+        max_connections: connections held at once; None (the default) is as
+            many as the file-descriptor limit leaves after a reserve (a tenth,
+            at least 64), and a larger value is lowered to that. A connection
+            beyond is answered 503 with ``Retry-After`` and closed, so
+            ``accept`` never runs out of file descriptors.
+        max_connections_per_address: connections held at once from one client
+            address (IPv6: one /64); None is half of ``max_connections``.
+            Beyond, as above.
+        slow_heads_threshold: while more than half this many connections are
+            still sending their request heads, the head time limit shortens
+            in proportion, down to 1 s at this many, so heads trickled slowly
+            cannot crowd out complete requests.
         shutdown_timeout_s: on graceful shutdown, how long in-flight requests
             may take to finish before they are cancelled.
         reuse_port: set SO_REUSEPORT so several processes can share the port.
@@ -75,6 +87,9 @@ class ServerConfig:
     max_header_count: int = 100
     receive_chunk_bytes: int = 64 * KiB
     shutdown_timeout_s: float = 10.0
+    max_connections: int | None = None
+    max_connections_per_address: int | None = None
+    slow_heads_threshold: int = 512
     reuse_port: bool = False
     trio_tweaks: bool = True
     batch_end_sends: bool = True
@@ -82,8 +97,12 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
             raise ValueError(f"port must be in 0..65535, not {self.port}")
-        if self.backlog is not None and self.backlog < 1:
-            raise ValueError("backlog must be at least 1")
+        for name in ("backlog", "max_connections", "max_connections_per_address"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be at least 1 (or None), not {value!r}")
+        if not (isinstance(self.slow_heads_threshold, int) and self.slow_heads_threshold >= 2):
+            raise ValueError("slow_heads_threshold must be at least 2")
         for name in (
             "idle_timeout_s",
             "head_timeout_s",

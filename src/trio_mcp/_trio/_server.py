@@ -50,6 +50,7 @@ from .._http._handler import (
 )
 from .._speedups import USING_EXTENSIONS
 from ._connection import ByteStream, Connection, DateCache
+from ._quotas import ConnectionQuota, head_limit, refuse
 from ._socketio import (
     RESOURCE_ERRNOS,
     BatchEndSender,
@@ -79,6 +80,10 @@ class HTTPServerStatistics:
     requests_total: int
     draining: bool
     extensions_in_use: bool
+    #: Connections refused for a quota (the server's cap, an address's share).
+    connections_refused: int = 0
+    #: Connections still sending their request heads, at the last tick.
+    heads_waiting: int = 0
 
 
 class HTTPServer:
@@ -97,6 +102,10 @@ class HTTPServer:
         "_dates",
         "_batch",
         "_watchers",
+        "quota",
+        "_refused",
+        "_head_limit",
+        "_heads_waiting",
         "timeout_tick_s",
     )
 
@@ -122,6 +131,13 @@ class HTTPServer:
         self._batch: BatchEndSender | None = None
         #: Where the watches of long answers' clients run (while `_run` runs).
         self._watchers: trio.Nursery | None = None
+        #: The connections accepted, in all and per client address.
+        self.quota = ConnectionQuota(config)
+        self._refused = 0
+        #: The head time limit now (shorter while many heads are slow) and the
+        #: number of connections still sending their heads, at the last tick.
+        self._head_limit = config.head_timeout_s
+        self._heads_waiting = 0
         shortest = min(
             config.idle_timeout_s,
             config.head_timeout_s,
@@ -144,6 +160,8 @@ class HTTPServer:
             requests_total=self._requests_total,
             draining=self._shutdown.is_set(),
             extensions_in_use=USING_EXTENSIONS,
+            connections_refused=self._refused,
+            heads_waiting=self._heads_waiting,
         )
 
     def shutdown(self) -> None:
@@ -174,11 +192,17 @@ class HTTPServer:
 
     def _check_limits(self, now: float) -> None:
         watchers = self._watchers
+        shortened = self._head_limit
+        heads = 0
         for conn in self._connections:
             since = conn.since
+            limit = conn.limit
+            if conn.http.phase is HEAD and limit is not inf:  # (waiting for the rest of a head)
+                heads += 1
+                limit = min(limit, shortened)
             if since is None:
                 conn.since = now  # a phase begun since the last tick
-            elif now - since >= conn.limit:
+            elif now - since >= limit:
                 conn.timer.cancel()
             writer = conn.answering
             if writer is not None and not writer.watched:
@@ -189,6 +213,9 @@ class HTTPServer:
                 elif watchers is not None:
                     writer.watched = True
                     spawn(watchers, "a client watch", writer.watch_peer)
+        self._heads_waiting = heads
+        config = self.config
+        self._head_limit = head_limit(heads, config.slow_heads_threshold, config.head_timeout_s)
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
@@ -231,9 +258,11 @@ class HTTPServer:
 
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
+        quota = self.quota
+        ip = listener.family in (socket.AF_INET, socket.AF_INET6)
         while True:
             try:
-                sock, _ = listener.accept()
+                sock, address = listener.accept()
             except BlockingIOError:
                 accepted = 0
                 await trio.lowlevel.wait_readable(listener)
@@ -245,19 +274,27 @@ class HTTPServer:
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            spawn(connections, "a connection", self._serve_socket, sock)
+            group = quota.admit(address[0] if ip else "")
+            if group is None:
+                self._refused += 1
+                refuse(sock)
+            else:
+                spawn(connections, "a connection", self._serve_socket, sock, group)
             accepted += 1
             if accepted >= 64:  # a flood of connections must not starve the rest
                 accepted = 0
                 await trio.lowlevel.checkpoint()
 
-    async def _serve_socket(self, sock: socket.socket) -> None:
+    async def _serve_socket(self, sock: socket.socket, group: str) -> None:
         try:
-            io = SocketIO(sock, self._batch, self.config.write_timeout_s)
-        except OSError:
-            sock.close()  # reset before we got to it
-            return
-        await self._serve(io)
+            try:
+                io = SocketIO(sock, self._batch, self.config.write_timeout_s)
+            except OSError:
+                sock.close()  # reset before we got to it
+                return
+            await self._serve(io)
+        finally:
+            self.quota.leave(group)
 
     async def handle_stream(self, stream: trio.abc.HalfCloseableStream) -> None:
         """Serve one connection over any trio stream until it closes.

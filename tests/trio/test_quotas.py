@@ -1,0 +1,191 @@
+"""The connections a server takes: a cap below the file-descriptor limit, a
+share per client address, and a head time limit that shortens while many
+heads are slow. Refusals are 503 with Retry-After, before any task runs."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+
+import pytest
+import trio
+from _support import Client, free_port
+
+from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
+from trio_mcp._http._addresses import address_group
+from trio_mcp._trio._quotas import ConnectionQuota, connection_cap, head_limit
+
+GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+async def ok(request: Request) -> Response:
+    return Response(200, [(b"content-type", b"text/plain")], b"ok")
+
+
+async def start(nursery: trio.Nursery, **config: object) -> HTTPServer:
+    settings = ServerConfig(port=0, **config)  # type: ignore[arg-type]
+    server: HTTPServer = await nursery.start(serve, ok, settings)
+    return server
+
+
+async def connect_from(port: int, source: str = "127.0.0.1") -> Client:
+    sock = trio.socket.socket()
+    try:
+        await sock.bind((source, 0))
+        await sock.connect(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return Client(trio.SocketStream(sock))
+
+
+async def status_of(client: Client) -> int:
+    await client.send(GET)
+    with trio.fail_after(5):
+        return (await client.read_reply()).status
+
+
+def test_address_groups() -> None:
+    assert address_group("192.0.2.7") == "192.0.2.7"
+    assert address_group("2001:db8:1:2:aaaa::1") == address_group("2001:db8:1:2::ffff")
+    assert address_group("2001:db8:1:2::1") != address_group("2001:db8:1:3::1")
+    assert address_group("::ffff:192.0.2.7") == "192.0.2.7"
+    assert address_group("fe80::1%eth0") == address_group("fe80::2")
+    assert address_group("/run/mcp.sock") == "/run/mcp.sock"
+
+
+def test_the_cap_stays_below_the_descriptor_limit() -> None:
+    assert connection_cap(ServerConfig(), limit=1024) == 1024 - 102
+    assert connection_cap(ServerConfig(), limit=300) == 300 - 64
+    assert connection_cap(ServerConfig(max_connections=100), limit=1024) == 100
+    assert connection_cap(ServerConfig(max_connections=10**6), limit=1024) == 922
+
+
+def test_a_quota_counts_per_address_group() -> None:
+    quota = ConnectionQuota(ServerConfig(max_connections=3, max_connections_per_address=2))
+    first = quota.admit("10.0.0.1")
+    assert first == "10.0.0.1" and quota.admit("10.0.0.1") == first
+    assert quota.admit("10.0.0.1") is None  # the address's share
+    assert quota.admit("10.0.0.2") == "10.0.0.2"
+    assert quota.admit("10.0.0.3") is None  # the server's cap
+    quota.leave(first)
+    assert quota.admit("10.0.0.3") == "10.0.0.3"
+    for group in ("10.0.0.1", "10.0.0.2", "10.0.0.3"):
+        quota.leave(group)
+    assert (quota.held, quota.groups()) == (0, 0)
+
+
+def test_the_head_limit_shortens_under_pressure() -> None:
+    assert head_limit(0, 100, 10.0) == head_limit(50, 100, 10.0) == 10.0
+    assert head_limit(75, 100, 10.0) == 5.0
+    assert head_limit(99, 100, 10.0) == 1.0  # (never below the floor)
+    assert head_limit(100, 100, 10.0) == head_limit(10**6, 100, 10.0) == 1.0
+    assert head_limit(100, 100, 0.5) == 0.5  # a floor above the limit is the limit
+
+
+async def test_a_connection_beyond_the_cap_gets_503(nursery: trio.Nursery) -> None:
+    server = await start(nursery, max_connections=2, max_connections_per_address=2)
+    port = server.ports[0]
+    held = [await connect_from(port) for _ in range(2)]
+    assert [await status_of(client) for client in held] == [200, 200]
+    extra = await connect_from(port)
+    await extra.send(GET)
+    with trio.fail_after(5):
+        refused = await extra.read_reply()
+    assert refused.status == 503 and refused.header(b"retry-after") == b"1"
+    assert server.statistics().connections_refused == 1
+    await extra.stream.aclose()
+    await held[0].stream.aclose()
+    with trio.fail_after(5):
+        while server.quota.held > 1:
+            await trio.sleep(0.01)
+    again = await connect_from(port)
+    assert await status_of(again) == 200
+    for client in [*held[1:], again]:
+        await client.stream.aclose()
+
+
+async def test_one_address_has_its_share_and_others_theirs(nursery: trio.Nursery) -> None:
+    server = await start(nursery, max_connections_per_address=2)
+    port = server.ports[0]
+    mine = [await connect_from(port, "127.0.0.1") for _ in range(2)]
+    assert [await status_of(client) for client in mine] == [200, 200]
+    refused = await connect_from(port, "127.0.0.1")
+    assert await status_of(refused) == 503
+    other = await connect_from(port, "127.0.0.2")
+    assert await status_of(other) == 200
+    for client in [*mine, refused, other]:
+        await client.stream.aclose()
+
+
+async def test_slow_heads_get_a_shorter_limit_under_pressure(nursery: trio.Nursery) -> None:
+    server = await start(nursery, slow_heads_threshold=4, head_timeout_s=20.0)
+    port = server.ports[0]
+    slow = [await connect_from(port) for _ in range(4)]
+    for client in slow:
+        await client.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # (no end of head)
+    started = trio.current_time()
+    complete = await connect_from(port)
+    assert await status_of(complete) == 200  # a whole request is served meanwhile
+    with trio.fail_after(5):  # (not the 20 s of the head limit)
+        statuses = [(await client.read_reply()).status for client in slow]
+    assert statuses == [408] * 4
+    assert trio.current_time() - started < 5
+    for client in [*slow, complete]:
+        await client.stream.aclose()
+
+
+SERVE_WITH_FEW_DESCRIPTORS = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+from trio_mcp import Response, ServerConfig, run
+
+async def ok(request):
+    return Response(200, [], b"ok")
+
+run(ok, ServerConfig(port=int(sys.argv[1])))
+"""
+
+
+@pytest.mark.skipif(
+    resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 512, reason="the test needs 400 descriptors"
+)
+async def test_accept_never_runs_out_of_descriptors() -> None:
+    """With 128 descriptors, 200 clients: the server refuses those beyond its
+    cap with 503 and logs no failed accept (it once logged EMFILE in a loop)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE_WITH_FEW_DESCRIPTORS, str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        with trio.fail_after(20):
+            while True:
+                try:
+                    probe = await connect_from(port)
+                    break
+                except OSError:
+                    await trio.sleep(0.05)
+            assert await status_of(probe) == 200
+            await probe.stream.aclose()
+            statuses = []
+            held = []
+            for _ in range(200):
+                client = await connect_from(port)
+                held.append(client)
+                statuses.append(await status_of(client))
+            # the cap is 128 - 64, and one address has half of it
+            assert statuses.count(200) == (128 - 64) // 2 and set(statuses) == {200, 503}
+            for client in held:
+                await client.stream.aclose()
+            await trio.sleep(0.3)
+            again = await connect_from(port)
+            assert await status_of(again) == 200
+            await again.stream.aclose()
+    finally:
+        proc.terminate()
+        output, _ = proc.communicate(timeout=10)
+    assert b"accept failed" not in output
+    assert b"Too many open files" not in output
