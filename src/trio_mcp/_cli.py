@@ -1,7 +1,8 @@
 """The ``trio-mcp`` command line.
 
     trio-mcp run TARGET [--host HOST] [--port PORT] [--path /mcp] [--stateless]
-                        [--json-response] [--max-sessions 1024] [--log-level info]
+                        [--json-response] [--max-sessions 1024]
+                        [--max-sessions-per-client N] [--log-level info]
     trio-mcp bench URL [--scenario call] [--protocol 2025-11-25] [--connections 64]
                        [--rate R] [--duration S | --requests N] [--json FILE] ...
 
@@ -80,6 +81,14 @@ def main(argv: list[str] | None = None) -> None:
         default=MCPConfig().max_sessions,
         help="live sessions at most; initialize beyond gets 503 (default %(default)s)",
     )
+    run.add_argument(
+        "--max-sessions-per-client",
+        type=int,
+        default=None,
+        help="live sessions of one principal, or of one address without one; initialize "
+        "beyond gets 429 (default: a quarter of --max-sessions; a load generator on one "
+        "host that opens more sessions needs it raised)",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     bench = commands.add_parser(
         "bench",
@@ -111,5 +120,6 @@ def main(argv: list[str] | None = None) -> None:
         stateless=args.stateless,
         json_response_only=args.json_response,
         max_sessions=args.max_sessions,
+        max_sessions_per_client=args.max_sessions_per_client,
     )
     run_mcp(app, config)

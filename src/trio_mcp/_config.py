@@ -146,6 +146,11 @@ class MCPConfig:
         stateless: serve requests without a session (no initialize needed);
             initialize still works but mints no session id.
         max_sessions: live sessions at most; initialize beyond gets 503.
+        max_sessions_per_client: live sessions of one client at most: one
+            principal, or one address (IPv6: one /64) for requests without
+            one; None is a quarter of ``max_sessions``. Initialize beyond gets
+            429. Both refusals carry ``Retry-After``: when the first of the
+            sessions in the way could expire.
         session_idle_timeout_s: a session unused this long ends (time inside a
             running request does not count). Checked at each sweep (every
             10 s, or a quarter of this or of event_buffer_age_s when that is
@@ -212,6 +217,7 @@ class MCPConfig:
     json_response_only: bool = False
     stateless: bool = False
     max_sessions: int = 1024
+    max_sessions_per_client: int | None = None
     session_idle_timeout_s: float = 1800.0
     allowed_origins: tuple[str, ...] = ()
     allowed_hosts: tuple[str, ...] = ()
@@ -235,6 +241,12 @@ class MCPConfig:
     max_answering_per_session: int = 64
     max_requests_per_session: int = 128
     max_client_requests_per_session: int = 64
+
+    @property
+    def sessions_per_client(self) -> int:
+        """One client's share of the sessions (`max_sessions_per_client` resolved)."""
+        share = self.max_sessions_per_client
+        return share if share is not None else max(1, self.max_sessions // 4)
 
     def __post_init__(self) -> None:
         if (
@@ -273,5 +285,7 @@ class MCPConfig:
             raise ValueError(f"path must start with / and not end with one, not {self.path!r}")
         if self.max_sessions < 1:
             raise ValueError("max_sessions must be at least 1")
+        if self.max_sessions_per_client is not None and self.max_sessions_per_client < 1:
+            raise ValueError("max_sessions_per_client must be at least 1 (or None)")
         if not self.session_idle_timeout_s > 0:
             raise ValueError("session_idle_timeout_s must be positive")

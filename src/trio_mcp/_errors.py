@@ -111,7 +111,13 @@ class EventsLost(TrioMCPError):
 
 
 class SessionsFull(TrioMCPError):
-    """The session table is at its bound and nothing in it has expired."""
+    """The session table is at its bound (or the client has its share of it)
+    and nothing in it has expired; a session may expire in `retry_after_s`."""
+
+    def __init__(self, retry_after_s: int = 1, per_client: bool = False) -> None:
+        super().__init__("too many sessions" + (" for this client" if per_client else ""))
+        self.retry_after_s = retry_after_s
+        self.per_client = per_client
 
 
 class UsageError(TrioMCPError):

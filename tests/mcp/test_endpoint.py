@@ -132,14 +132,57 @@ async def test_sessions_belong_to_their_principal(start_mcp) -> None:
 
 
 async def test_full_session_table_is_503_with_retry_after(start_mcp) -> None:
-    server = await start_mcp(max_sessions=2)
+    server = await start_mcp(
+        max_sessions=2, max_sessions_per_client=2, session_idle_timeout_s=600.0
+    )
     async with await connect(server.ports[0]) as client:
         mcp = MCP(client)
         await mcp.initialize()
         await mcp.initialize()
         reply = await mcp.post(initialize_body(), session=None, version=None)
         assert reply.status == 503
-        assert reply.header(b"retry-after") is not None
+        # when the first session could expire: the idle timeout, and its grace
+        assert 600 <= int(reply.header(b"retry-after")) <= 700
+
+
+async def test_one_client_has_its_share_of_sessions(start_mcp) -> None:
+    """One anonymous client once held every session of the table, and every
+    other client got 503 with a retry hint that could not come true."""
+    server = await start_mcp(max_sessions_per_client=2, session_idle_timeout_s=600.0)
+    port = server.ports[0]
+    async with await connect(port) as client:
+        mcp = MCP(client)
+        await mcp.initialize()
+        first = mcp.session
+        await mcp.initialize()
+        reply = await mcp.post(initialize_body(), session=None, version=None)
+        assert reply.status == 429
+        assert 600 <= int(reply.header(b"retry-after")) <= 700
+        error = orjson.loads(reply.body)["error"]
+        assert error["code"] == -31429 and error["data"]["retryAfterSeconds"] >= 600
+        sock = trio.socket.socket()
+        await sock.bind(("127.0.0.2", 0))
+        await sock.connect(("127.0.0.1", port))
+        async with Client(trio.SocketStream(sock)) as elsewhere:
+            await MCP(elsewhere).initialize()  # another address: its own share
+        delete = b"DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: "
+        await client.send(delete + first.encode() + b"\r\n\r\n")
+        assert (await client.read_reply()).status == 200
+        await mcp.initialize()  # room again
+
+
+async def test_each_principal_has_its_share_of_sessions(start_mcp) -> None:
+    async def authenticate(request):
+        return request.header(b"authorization")
+
+    server = await start_mcp(authenticate=authenticate, max_sessions_per_client=1)
+    async with await connect(server.ports[0]) as client:
+        statuses = []
+        for who in (b"alice", b"bob", b"alice"):
+            extra = [(b"authorization", who)]
+            await client.send(mcp_post(initialize_body(), extra=extra))
+            statuses.append((await client.read_reply()).status)
+    assert statuses == [200, 200, 429]
 
 
 async def test_stateless_mode_needs_no_session(start_mcp) -> None:

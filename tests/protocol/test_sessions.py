@@ -132,3 +132,28 @@ def test_grace_extends_the_idle_time_before_expiry() -> None:
     session = sessions.create(None, "2025-11-25", {}, {}, now=0)
     assert sessions.get(session.id, now=149) is session  # idle 149 of 100 + 50
     assert sessions.get(session.id, now=149 + 150.5) is None
+
+
+def test_each_owner_has_its_share_and_learns_when_to_retry() -> None:
+    sessions = SessionTable(
+        10, 100.0, new_id=iter(f"s{n}" for n in range(99)).__next__, max_per_owner=2
+    )
+    first = sessions.create(None, "2025-11-25", {}, {}, now=0, owner="a")
+    sessions.create(None, "2025-11-25", {}, {}, now=30, owner="a")
+    with pytest.raises(SessionsFull) as refused:
+        sessions.create(None, "2025-11-25", {}, {}, now=40, owner="a")
+    assert refused.value.per_client and refused.value.retry_after_s == 60  # 0 + 100 - 40
+    sessions.create(None, "2025-11-25", {}, {}, now=40, owner="b")  # b's own share
+    assert sessions.owners() == 2
+    sessions.delete(first.id)
+    sessions.create(None, "2025-11-25", {}, {}, now=41, owner="a")  # room again
+    assert sessions.expire(now=500) and sessions.owners() == 0  # (expiry frees shares)
+
+
+def test_a_full_table_says_when_its_first_session_could_expire() -> None:
+    sessions = table(max_sessions=2, idle=100)
+    sessions.create(None, "2025-11-25", {}, {}, now=10)
+    sessions.create(None, "2025-11-25", {}, {}, now=50)
+    with pytest.raises(SessionsFull) as refused:
+        sessions.create(None, "2025-11-25", {}, {}, now=60)
+    assert not refused.value.per_client and refused.value.retry_after_s == 50

@@ -47,7 +47,17 @@ class Request:
     Origin, the MCP headers, ...) that were present to their one value.
     """
 
-    __slots__ = ("method", "target", "path", "query", "http_minor", "headers", "singles", "body")
+    __slots__ = (
+        "method",
+        "target",
+        "path",
+        "query",
+        "http_minor",
+        "headers",
+        "singles",
+        "body",
+        "client",
+    )
 
     def __init__(
         self,
@@ -57,6 +67,7 @@ class Request:
         headers: Headers,
         singles: dict[bytes, bytes],
         body: bytes,
+        client: str = "",
     ) -> None:
         self.method = method
         self.target = target
@@ -78,6 +89,8 @@ class Request:
         self.headers = headers
         self.singles = singles
         self.body = body
+        #: The client's address ("" when the transport has none to give).
+        self.client = client
 
     def header(self, name: bytes) -> bytes | None:
         """The value of header `name` (lowercase); for repeated headers, the first."""
@@ -231,6 +244,7 @@ class HTTP11Connection:
         "phase",
         "must_close",
         "draining",
+        "client",
     )
 
     def __init__(self, config: ServerConfig) -> None:
@@ -259,6 +273,8 @@ class HTTP11Connection:
         self.must_close = False
         #: Set by the server on graceful shutdown: the next response closes.
         self.draining = False
+        #: The peer's address, which each request carries (set by the server).
+        self.client = ""
 
     # ---- bytes in -------------------------------------------------------
 
@@ -385,7 +401,9 @@ class HTTP11Connection:
         method = method_bytes.decode("ascii")
         self._head_request = method == "HEAD"
         self.phase = RESPONDING
-        return Request(method, target_bytes.decode("ascii"), minor, headers, singles, body)
+        return Request(
+            method, target_bytes.decode("ascii"), minor, headers, singles, body, self.client
+        )
 
     # ---- bytes out ------------------------------------------------------
 

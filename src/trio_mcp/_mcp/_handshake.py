@@ -72,10 +72,12 @@ class Handshake:
             result["instructions"] = self.app.instructions
         return version, capabilities, client_info, result
 
-    def initialize_nowait(self, message: RPCRequest, principal: object, batch: bool) -> Response:
+    def initialize_nowait(
+        self, message: RPCRequest, principal: object, batch: bool, owner: str
+    ) -> Response:
         """The answer to an initialize, with a new session's id (unless
-        stateless); ``trio.WouldBlock`` when the store cannot make the session
-        without waiting."""
+        stateless) counted in `owner`'s share; ``trio.WouldBlock`` when the
+        store cannot make the session without waiting."""
         try:
             if batch:
                 raise MCPError(INVALID_REQUEST, "initialize can't be batched")
@@ -86,19 +88,23 @@ class Handshake:
         if self.config.stateless:
             return _welcome(message, result, None)
         try:
-            session = self.sessions.create_nowait(principal, version, capabilities, client_info)
-        except SessionsFull:
-            return rejection_response(sessions_full())
+            session = self.sessions.create_nowait(
+                principal, version, capabilities, client_info, owner=owner
+            )
+        except SessionsFull as full:
+            return rejection_response(sessions_full(full))
         return _welcome(message, result, session)
 
-    async def initialize(self, message: RPCRequest, principal: object) -> Response:
+    async def initialize(self, message: RPCRequest, principal: object, owner: str) -> Response:
         """`initialize_nowait`'s answer (for a valid initialize, not batched,
         with a session), the store awaited."""
         version, capabilities, client_info, result = self.initialize_result(message.params)
         try:
-            session = await self.sessions.create(principal, version, capabilities, client_info)
-        except SessionsFull:
-            return rejection_response(sessions_full())
+            session = await self.sessions.create(
+                principal, version, capabilities, client_info, owner=owner
+            )
+        except SessionsFull as full:
+            return rejection_response(sessions_full(full))
         return _welcome(message, result, session)
 
 

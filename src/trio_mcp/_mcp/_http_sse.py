@@ -30,7 +30,7 @@ from .._protocol._jsonrpc import (
     decode_body,
     error_message,
 )
-from .._protocol._sessions import Session
+from .._protocol._sessions import Session, session_owner
 from .._speedups import format_event
 from .._stores._bus import Subscriber
 from .._stores._stores import Stores
@@ -98,13 +98,18 @@ class HTTPSSETransport:
         travels on this stream. HEAD gets GET's head, and no session."""
         if request.method == "HEAD":
             return Response(200, SSE_HEADERS + cors)
-        return DeferredResponse(partial(self._stream, principal, cors))
+        owner = session_owner(principal, request.client, self.runner.principal_key)
+        return DeferredResponse(partial(self._stream, principal, owner, cors))
 
-    async def _stream(self, principal: object, cors: Headers, writer: ResponseWriter) -> None:
+    async def _stream(
+        self, principal: object, owner: str, cors: Headers, writer: ResponseWriter
+    ) -> None:
         try:
-            session = await self.sessions.create(principal, HTTP_SSE_VERSION, {}, {}, http_sse=True)
-        except SessionsFull:
-            await writer.respond(rejection_response(sessions_full(), cors))
+            session = await self.sessions.create(
+                principal, HTTP_SSE_VERSION, {}, {}, http_sse=True, owner=owner
+            )
+        except SessionsFull as full:
+            await writer.respond(rejection_response(sessions_full(full), cors))
             return
         outbox = Outbox(self.config.stream_queue_bytes)
         try:

@@ -44,7 +44,7 @@ from .._protocol._jsonrpc import (
     error_message,
 )
 from .._protocol._revisions import BATCH_VERSION, HEADERLESS_VERSION, LEGACY_VERSIONS
-from .._protocol._sessions import Session
+from .._protocol._sessions import Session, session_owner
 from .._speedups import format_event
 from .._stores._stores import Stores
 from ._fanout import Broadcaster, Sweeper
@@ -151,12 +151,15 @@ class SessionsTransport:
         if answered is not None:
             return answered
         if initialize is not None:
+            owner = session_owner(principal, request.client, self.runner.principal_key)
             if self.runner.app.authorize is None:
                 try:
-                    return self.handshake.initialize_nowait(initialize, principal, batch)
+                    return self.handshake.initialize_nowait(initialize, principal, batch, owner)
                 except trio.WouldBlock:
                     pass
-            return DeferredResponse(partial(self._initialize, initialize, principal, batch, cors))
+            return DeferredResponse(
+                partial(self._initialize, initialize, principal, batch, owner, cors)
+            )
         return self._deferred(request, None, version, messages, batch, principal, cors)
 
     def _deferred(
@@ -324,6 +327,7 @@ class SessionsTransport:
         message: RPCRequest,
         principal: object,
         batch: bool,
+        owner: str,
         cors: Headers,
         writer: ResponseWriter,
     ) -> None:
@@ -334,9 +338,9 @@ class SessionsTransport:
             await writer.respond(forbidden(message.id, cors))
             return
         try:
-            response = self.handshake.initialize_nowait(message, principal, batch)
+            response = self.handshake.initialize_nowait(message, principal, batch, owner)
         except trio.WouldBlock:
-            response = await self.handshake.initialize(message, principal)
+            response = await self.handshake.initialize(message, principal, owner)
         if cors:
             response.headers = response.headers + cors
         await writer.respond(response)

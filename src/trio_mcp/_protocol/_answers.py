@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from .._errors import MCPError, Rejection
+from .._errors import MCPError, Rejection, SessionsFull
 from .._http._connection import Headers, Response
 from .._json import dumps
 from ._jsonrpc import (
@@ -63,10 +63,13 @@ def too_many(
     return Rejection(429, error, [(b"retry-after", b"%d" % retry_s)], request_id)
 
 
-def sessions_full() -> Rejection:
-    """The refusal of a new session when the session table is full."""
-    return Rejection(
-        503,
-        MCPError(INTERNAL_ERROR, "Service Unavailable: too many sessions"),
-        [(b"retry-after", b"5")],
-    )
+def sessions_full(full: SessionsFull) -> Rejection:
+    """The refusal of a new session: 503 when the session table is full, 429
+    when the client has its share of it; ``Retry-After`` is when the first of
+    those sessions could expire."""
+    retry = [(b"retry-after", b"%d" % full.retry_after_s)]
+    if full.per_client:
+        message = "Too many requests: this client has its share of sessions"
+        data = {"retryAfterSeconds": full.retry_after_s}
+        return Rejection(429, MCPError(TOO_MANY_REQUESTS, message, data), retry)
+    return Rejection(503, MCPError(INTERNAL_ERROR, "Service Unavailable: too many sessions"), retry)

@@ -12,10 +12,11 @@ cdef class SessionIds:
 @cython.final
 cdef class Session:
     cdef public object id, principal, protocol_version, client_capabilities
-    cdef public object client_info, log_level, subscriptions, last_active, http_sse
+    cdef public object client_info, log_level, subscriptions, last_active, http_sse, owner
 
 @cython.final
 cdef class SessionTable:
-    cdef public object _sessions, max_sessions, idle_timeout_s, grace_s, _new_id, _ended, now
+    cdef public object _sessions, max_sessions, max_per_owner, _owned, idle_timeout_s, grace_s
+    cdef public object _new_id, _ended, now
     @cython.locals(session=Session)
     cpdef get(self, session_id, now)

@@ -11,11 +11,13 @@ keeps (``_stores/_sessions.py``); what only the process serving it knows
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from .._errors import SessionsFull
+from .._http._addresses import address_group
 
 #: 128 random bits per session id.
 _ID_BYTES: Final = 16
@@ -59,6 +61,18 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=new_session_id.forget)
 
 
+def session_owner(principal: object, client: str, principal_key: Callable[[object], str]) -> str:
+    """Whose share of the session table a new session counts in: its
+    principal's (by the application's stable key), or, without a principal
+    (or one the key cannot name), its client address's group."""
+    if principal is not None:
+        try:
+            return "principal " + principal_key(principal)
+        except TypeError:
+            pass
+    return "address " + address_group(client)
+
+
 class Session:
     """One session's record: who it belongs to, what was negotiated, and what
     the client asked for since (its log level, its resource subscriptions).
@@ -77,6 +91,7 @@ class Session:
         "subscriptions",
         "last_active",
         "http_sse",
+        "owner",
     )
 
     def __init__(
@@ -88,6 +103,7 @@ class Session:
         client_info: dict[str, Any],
         now: float,
         http_sse: bool = False,
+        owner: str = "",
     ) -> None:
         self.id = id
         self.principal = principal
@@ -102,6 +118,8 @@ class Session:
         #: A session of the 2024-11-05 HTTP+SSE transport: valid on its POST
         #: URL only, as a streamable HTTP session is on the endpoint only.
         self.http_sse = http_sse
+        #: Whose share of the table the session counts in (`session_owner`).
+        self.owner = owner
 
     def copy(self) -> Session:
         """A copy that shares no mutable part with this record."""
@@ -113,6 +131,7 @@ class Session:
             dict(self.client_info),
             self.last_active,
             self.http_sse,
+            self.owner,
         )
         twin.log_level = self.log_level
         twin.subscriptions = set(self.subscriptions)
@@ -134,6 +153,8 @@ class SessionTable:
     __slots__ = (
         "_sessions",
         "max_sessions",
+        "max_per_owner",
+        "_owned",
         "idle_timeout_s",
         "grace_s",
         "_new_id",
@@ -147,9 +168,14 @@ class SessionTable:
         idle_timeout_s: float,
         new_id: Callable[[], str] = new_session_id,
         grace_s: float = 0.0,
+        max_per_owner: int | None = None,
     ) -> None:
         self._sessions: dict[str, Session] = {}
         self.max_sessions = max_sessions
+        #: One owner's share of the table (None: the whole table).
+        self.max_per_owner = max_sessions if max_per_owner is None else max_per_owner
+        #: How many sessions each owner holds (owners holding none are absent).
+        self._owned: dict[str, int] = {}
         self.idle_timeout_s = idle_timeout_s
         #: Idle time allowed beyond `idle_timeout_s`, for an owner whose "now"
         #: lags the clock by up to this much: no session then ends early.
@@ -172,19 +198,56 @@ class SessionTable:
         client_info: dict[str, Any],
         now: float,
         http_sse: bool = False,
+        owner: str = "",
     ) -> Session:
-        if len(self._sessions) >= self.max_sessions:
+        """A new session for `owner`; SessionsFull when the table, or the
+        owner's share of it, is full and nothing in it has expired."""
+        owned = self._owned
+        if len(self._sessions) >= self.max_sessions or (
+            dict.get(owned, owner, 0) >= self.max_per_owner
+        ):
             self._expire(now)
             if len(self._sessions) >= self.max_sessions:
-                raise SessionsFull
+                raise SessionsFull(self._first_expiry_s(now, None))
+            if dict.get(owned, owner, 0) >= self.max_per_owner:
+                raise SessionsFull(self._first_expiry_s(now, owner), per_client=True)
         session_id = self._new_id()
         while session_id in self._sessions:  # pragma: no cover - 2**-128
             session_id = self._new_id()
         session = Session(
-            session_id, principal, protocol_version, client_capabilities, client_info, now, http_sse
+            session_id,
+            principal,
+            protocol_version,
+            client_capabilities,
+            client_info,
+            now,
+            http_sse,
+            owner,
         )
         self._sessions[session_id] = session
+        owned[owner] = dict.get(owned, owner, 0) + 1
         return session
+
+    def _first_expiry_s(self, now: float, owner: str | None) -> int:
+        """Whole seconds until the first session (of `owner`, or of all) could
+        expire, if it stays idle: when a refused client may try again."""
+        oldest = min(
+            s.last_active for s in self._sessions.values() if owner is None or s.owner == owner
+        )
+        wait = oldest + self.idle_timeout_s + self.grace_s - now
+        return max(1, math.ceil(wait))
+
+    def _removed(self, session: Session) -> None:
+        owned = self._owned
+        left = owned[session.owner] - 1
+        if left:
+            owned[session.owner] = left
+        else:
+            del owned[session.owner]
+
+    def owners(self) -> int:
+        """How many owners hold sessions (for statistics)."""
+        return len(self._owned)
 
     def get(self, session_id: str, now: float) -> Session | None:
         """The live session with this id, or None (unknown, ended or expired)."""
@@ -193,6 +256,7 @@ class SessionTable:
             return None
         if now - session.last_active > self.idle_timeout_s + self.grace_s:
             del self._sessions[session_id]
+            self._removed(session)
             self._ended.append(session)
             return None
         session.last_active = now
@@ -207,7 +271,10 @@ class SessionTable:
         return [s for s in self._sessions.values() if uri in s.subscriptions]
 
     def delete(self, session_id: str) -> Session | None:
-        return self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None)
+        if session is not None:
+            self._removed(session)
+        return session
 
     def touch(self, session_ids: Iterable[str], now: float) -> None:
         """Mark these sessions used at `now` (the ones that are busy)."""
@@ -229,4 +296,5 @@ class SessionTable:
         gone = [s for s in self._sessions.values() if now - s.last_active > limit]
         for session in gone:
             del self._sessions[session.id]
+            self._removed(session)
         self._ended.extend(gone)

@@ -57,9 +57,11 @@ class SessionStore(Protocol):
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
         http_sse: bool = False,
+        owner: str = "",
     ) -> Session:
         """A new session's record, with a new unguessable id; SessionsFull when
-        full. `http_sse`: a session of the 2024-11-05 HTTP+SSE transport."""
+        the store, or `owner`'s share of it (`session_owner`), is full.
+        `http_sse`: a session of the 2024-11-05 HTTP+SSE transport."""
         ...
 
     async def get(self, session_id: str) -> Session | None:
@@ -77,6 +79,7 @@ class SessionStore(Protocol):
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
         http_sse: bool = False,
+        owner: str = "",
     ) -> Session:
         """`create` without waiting; ``trio.WouldBlock`` when that needs a round trip."""
         ...
@@ -128,8 +131,16 @@ class MemorySessionStore:
 
     __slots__ = ("table",)
 
-    def __init__(self, max_sessions: int, idle_timeout_s: float, grace_s: float = 0.0) -> None:
-        self.table = SessionTable(max_sessions, idle_timeout_s, grace_s=grace_s)
+    def __init__(
+        self,
+        max_sessions: int,
+        idle_timeout_s: float,
+        grace_s: float = 0.0,
+        max_per_owner: int | None = None,
+    ) -> None:
+        self.table = SessionTable(
+            max_sessions, idle_timeout_s, grace_s=grace_s, max_per_owner=max_per_owner
+        )
 
     def tick(self, now: float) -> None:
         self.table.now = now
@@ -141,9 +152,10 @@ class MemorySessionStore:
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
         http_sse: bool = False,
+        owner: str = "",
     ) -> Session:
         return self.create_nowait(
-            principal, protocol_version, client_capabilities, client_info, http_sse
+            principal, protocol_version, client_capabilities, client_info, http_sse, owner
         )
 
     def create_nowait(
@@ -153,10 +165,17 @@ class MemorySessionStore:
         client_capabilities: dict[str, Any],
         client_info: dict[str, Any],
         http_sse: bool = False,
+        owner: str = "",
     ) -> Session:
         table = self.table
         return table.create(
-            principal, protocol_version, client_capabilities, client_info, table.now, http_sse
+            principal,
+            protocol_version,
+            client_capabilities,
+            client_info,
+            table.now,
+            http_sse,
+            owner,
         )
 
     async def get(self, session_id: str) -> Session | None:

@@ -26,7 +26,12 @@ def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
     """The in-memory stores with `config`'s bounds; `grace_s` is how far the
     sweeper's clock readings may lag the clock."""
     return Stores(
-        MemorySessionStore(config.max_sessions, config.session_idle_timeout_s, grace_s),
+        MemorySessionStore(
+            config.max_sessions,
+            config.session_idle_timeout_s,
+            grace_s,
+            config.sessions_per_client,
+        ),
         MemoryEventStore(
             EventLimits(
                 config.event_buffer_events,

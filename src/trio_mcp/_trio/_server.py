@@ -279,20 +279,20 @@ class HTTPServer:
                 self._refused += 1
                 refuse(sock)
             else:
-                spawn(connections, "a connection", self._serve_socket, sock, group)
+                spawn(connections, "a connection", self._serve_socket, sock, group, address)
             accepted += 1
             if accepted >= 64:  # a flood of connections must not starve the rest
                 accepted = 0
                 await trio.lowlevel.checkpoint()
 
-    async def _serve_socket(self, sock: socket.socket, group: str) -> None:
+    async def _serve_socket(self, sock: socket.socket, group: str, address: Any) -> None:
         try:
             try:
                 io = SocketIO(sock, self._batch, self.config.write_timeout_s)
             except OSError:
                 sock.close()  # reset before we got to it
                 return
-            await self._serve(io)
+            await self._serve(io, address[0] if isinstance(address, tuple) else "")
         finally:
             self.quota.leave(group)
 
@@ -303,9 +303,10 @@ class HTTPServer:
         """
         await self._serve(stream)
 
-    async def _serve(self, stream: ByteStream) -> None:
+    async def _serve(self, stream: ByteStream, client: str = "") -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
+        http.client = client
         timer = trio.CancelScope()
         conn = Connection(http, timer)
         self._connections.add(conn)
