@@ -57,7 +57,9 @@ def serve(
     done = trio.Event()
 
     async def run() -> None:
-        await server._serve_socket(ours)
+        group = server.quota.admit("")  # (as the accept loop does)
+        assert group is not None
+        await server._serve_socket(ours, group, "")
         done.set()
 
     nursery.start_soon(run)

@@ -5,4 +5,4 @@ cimport cython
 
 @cython.final
 cdef class DeferredResponse:
-    cdef public object respond
+    cdef public object respond, outlives_peer

@@ -123,13 +123,18 @@ class DeferredResponse:
     tell yet whether it will be one complete response or a stream (an MCP
     request answers with JSON unless the tool emits progress first). The
     server awaits ``respond`` on the connection's task with its writer.
-    (Final: its .pxd makes it a C type.)
+    `outlives_peer`: the answer goes on when its client goes (see
+    `ResponseWriter.outlives_peer`). (Final: its .pxd makes it a C type.)
     """
 
-    __slots__ = ("respond",)
+    __slots__ = ("respond", "outlives_peer")
 
-    def __init__(self, respond: Callable[[ResponseWriter], Awaitable[None]]) -> None:
+    def __init__(
+        self, respond: Callable[[ResponseWriter], Awaitable[None]], outlives_peer: bool = False
+    ) -> None:
         self.respond = respond
+        #: The writer's `ResponseWriter.outlives_peer` to begin with.
+        self.outlives_peer = outlives_peer
 
 
 #: What a handler answers a request with.

@@ -202,12 +202,9 @@ class HTTPSSETransport:
                 if message.method == "initialize":
                     answer = await self._initialize(session, message)
                 else:
-                    try:
-                        answer = await self.runner.run(
-                            message, stream, request.headers, principal, None
-                        )
-                    except Rejection as quota:  # (its 202 is out: the error answers)
-                        answer = error_message(message.id, quota.error)
+                    answer = await self.runner.run(
+                        message, stream, request.headers, principal, None
+                    )
             if scope.cancelled_caught and trio.current_time() >= scope.deadline:
                 late = f"Internal error: the request took over {timeout} s"
                 answer = error_message(message.id, MCPError(INTERNAL_ERROR, late))

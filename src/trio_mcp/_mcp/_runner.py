@@ -24,7 +24,7 @@ import trio
 from .._app._context import Context
 from .._app._server import Server
 from .._config import MCPConfig
-from .._errors import InputRequired, MCPError
+from .._errors import InputRequired, MCPError, Rejection
 from .._http._connection import Headers
 from .._http._handler import Cancellable
 from .._protocol._answers import too_many
@@ -55,6 +55,18 @@ MRTR_METHODS: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
 _NAMED: Final = frozenset({"tools/call", "prompts/get"})
 #: A log level above every real one: nothing passes.
 _LOGGING_OFF: Final = "off"
+
+
+class Refused(dict[str, Any]):
+    """The error answer to a request a quota refused, which a transport may
+    send as its `rejection` instead (429 with ``Retry-After``) while nothing
+    of the response has started."""
+
+    __slots__ = ("rejection",)
+
+    def __init__(self, rejection: Rejection) -> None:
+        super().__init__(error_message(rejection.request_id, rejection.error))
+        self.rejection = rejection
 
 
 class RequestRunner:
@@ -159,14 +171,14 @@ class RequestRunner:
 
     def _not_begun(self, refused: int, request_id: RequestId) -> dict[str, Any]:
         """The answer to a request the registry did not begin: its id is in
-        use (an error answer), or its session has its quota running (raises
-        `Rejection`, so that a transport can answer 429 before its response
-        starts, and the error answer otherwise)."""
+        use, or its session has its quota running (a `Refused` answer)."""
         if refused == TOO_MANY:
-            raise too_many(
-                request_id,
-                f"Too many requests: this session has {self.config.max_requests_per_session}"
-                " running",
+            return Refused(
+                too_many(
+                    request_id,
+                    f"Too many requests: this session has {self.config.max_requests_per_session}"
+                    " running",
+                )
             )
         error = MCPError(INVALID_REQUEST, "Invalid request: this id is in use by a running request")
         return error_message(request_id, error)

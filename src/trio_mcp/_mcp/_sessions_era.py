@@ -49,7 +49,7 @@ from .._speedups import format_event
 from .._stores._stores import Stores
 from ._fanout import Broadcaster, Sweeper
 from ._handshake import Handshake
-from ._runner import RequestRunner
+from ._runner import Refused, RequestRunner
 from ._streams import MESSAGE, SSE_HEADERS, Outbox, PostStream
 
 #: A session's protocol version as the MCP-Protocol-Version header value: its
@@ -172,15 +172,21 @@ class SessionsTransport:
         principal: object,
         cors: Headers,
     ) -> DeferredResponse:
-        """The answer to a POST's requests, run when the server awaits it."""
+        """The answer to a POST's requests, run when the server awaits it.
+
+        A session's requests outlive their client (the 2025 rule: a
+        disconnect is no cancellation, and their events stay for a resume); a
+        stateless one is cancelled, since nothing could resume it."""
         if self.runner.app.authorize is not None:
             return DeferredResponse(
                 partial(
                     self._authorized, request, session, version, messages, batch, principal, cors
-                )
+                ),
+                session is not None,
             )
         return DeferredResponse(
-            partial(self._answer, request, session, version, messages, batch, principal, cors)
+            partial(self._answer, request, session, version, messages, batch, principal, cors),
+            session is not None,
         )
 
     def _accepted(
@@ -241,6 +247,7 @@ class SessionsTransport:
             await writer.respond(answered)
         else:
             deferred = self._deferred(request, session, version, messages, batch, principal, cors)
+            writer.outlives_peer = deferred.outlives_peer
             await deferred.respond(writer)
 
     async def _answer(
@@ -255,11 +262,6 @@ class SessionsTransport:
         writer: ResponseWriter,
     ) -> None:
         """Answer the requests of one POST."""
-        if session is not None:
-            # A session's request outlives its client (the 2025 rule: a
-            # disconnect is no cancellation; its events stay for a resume);
-            # a stateless one is cancelled, since nothing can resume it.
-            writer.outlives_peer = True
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
         headers = request.headers
@@ -269,18 +271,15 @@ class SessionsTransport:
                 if type(message) is Invalid:
                     answers.append(error_message(message.id, message.error))
                 elif type(message) is RPCRequest:
-                    try:
-                        answers.append(await runner.run(message, stream, headers, principal, None))
-                    except Rejection as quota:  # (the session has its quota running)
-                        if not batch and not writer.started:
-                            await writer.respond(rejection_response(quota, cors))
-                            return
-                        answers.append(error_message(message.id, quota.error))
+                    answers.append(await runner.run(message, stream, headers, principal, None))
             if not answers:
                 if not writer.started:
                     await writer.respond(Response(202, cors))
                 return
             answer = answers if batch else answers[0]
+            if not batch and type(answer) is Refused and not writer.started:
+                await writer.respond(rejection_response(answer.rejection, cors))
+                return
             try:  # (answer_bytes inline: a call per answer costs more than the try)
                 body = dumps(answer)
             except UNENCODABLE:

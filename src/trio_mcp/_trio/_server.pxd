@@ -2,7 +2,8 @@
 # reads this file beside the .py). It declares exactly the class's __slots__
 # (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
 cimport cython
-from trio_mcp._trio._connection cimport DateCache
+from trio_mcp._trio._connection cimport Connection, DateCache
+from trio_mcp._trio._writer cimport ConnectionWriter
 
 @cython.final
 cdef class HTTPServer:

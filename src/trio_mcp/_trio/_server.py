@@ -328,6 +328,7 @@ class HTTPServer:
                     )
         finally:
             self._connections.discard(conn)
+            conn.answering = None  # (a writer that refers back to it)
             with trio.CancelScope(shield=True):
                 if peer_gone or (timer.cancelled_caught and http.phase is IDLE):
                     await _close_quietly(stream)
@@ -414,9 +415,11 @@ class HTTPServer:
             elif type(response) is DeferredResponse:
                 # (inline, not a coroutine of its own: every tool call comes
                 # this way; its writer sets the limit of each write)
+                # (the writer is the connection's answer now: the sweeper
+                # watches the client of one that runs long)
                 writer = ConnectionWriter(stream, conn, dates, write_timeout)
+                writer.outlives_peer = response.outlives_peer
                 conn.limit = inf
-                conn.answering = writer  # (the sweeper watches the client of a long one)
                 try:
                     await response.respond(writer)
                     failed = False
@@ -424,9 +427,7 @@ class HTTPServer:
                     logger.exception("deferred response failed")
                     failed = True
                 finally:
-                    conn.answering = None
-                    if writer.watched:
-                        writer.stop_watch()
+                    writer.finished()
                 del response  # (nor its request, while the connection waits)
                 if (failed or writer.state is not DONE) and not await finish_deferred(
                     writer, failed
@@ -437,7 +438,7 @@ class HTTPServer:
             else:
                 assert isinstance(response, StreamingResponse)
                 conn.limit_phase(write_timeout)
-                if not await self._stream(stream, conn, response, write_timeout):
+                if not await _send_streaming(stream, conn, response, write_timeout, dates):
                     return True
             if http.must_close:
                 return False
@@ -456,43 +457,42 @@ class HTTPServer:
             await writer.end()
         return not writer.broken
 
-    async def _stream(
-        self,
-        stream: ByteStream,
-        conn: Connection,
-        response: StreamingResponse,
-        write_timeout: float,
-    ) -> bool:
-        """Send a streamed response; False when the peer went away mid-stream."""
-        http = conn.http
-        body = response.body
-        try:
-            await stream.send_all(
-                http.start_stream(response.status, response.headers, self._dates.get())
-            )
-            if http.stream_body_allowed:
-                frame = http.stream_framer()
-                conn.limit = inf  # producing the next piece may take long
-                async for piece in body:
-                    data = frame(piece)
-                    if data:
-                        conn.limit_phase(write_timeout)
-                        await stream.send_all(data)
-                        conn.limit = inf
-            conn.limit_phase(write_timeout)
-            await stream.send_all(http.end_stream())
-            return True
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return False
-        except Exception:
-            # The head is out, so no status can tell the client; a close without
-            # the last chunk does (the client sees an incomplete body).
-            logger.exception("streaming response failed")
-            return False
-        finally:
-            if isinstance(body, AsyncGenerator):
-                with trio.CancelScope(shield=True):
-                    await body.aclose()
+
+async def _send_streaming(
+    stream: ByteStream,
+    conn: Connection,
+    response: StreamingResponse,
+    write_timeout: float,
+    dates: DateCache,
+) -> bool:
+    """Send a streamed response; False when the peer went away mid-stream."""
+    http = conn.http
+    body = response.body
+    try:
+        await stream.send_all(http.start_stream(response.status, response.headers, dates.get()))
+        if http.stream_body_allowed:
+            frame = http.stream_framer()
+            conn.limit = inf  # producing the next piece may take long
+            async for piece in body:
+                data = frame(piece)
+                if data:
+                    conn.limit_phase(write_timeout)
+                    await stream.send_all(data)
+                    conn.limit = inf
+        conn.limit_phase(write_timeout)
+        await stream.send_all(http.end_stream())
+        return True
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        return False
+    except Exception:
+        # The head is out, so no status can tell the client; a close without
+        # the last chunk does (the client sees an incomplete body).
+        logger.exception("streaming response failed")
+        return False
+    finally:
+        if isinstance(body, AsyncGenerator):
+            with trio.CancelScope(shield=True):
+                await body.aclose()
 
 
 async def _send_quietly(stream: ByteStream, data: bytes) -> None:

@@ -18,3 +18,4 @@ cdef class ConnectionWriter:
     cpdef respond_nowait(self, response)
     @cython.locals(sio=SocketIO)
     cpdef send_nowait(self, piece)
+    cpdef finished(self)

@@ -91,6 +91,8 @@ class ConnectionWriter:
         #: `peer_watch`): nobody else may wait for the socket to be readable.
         self.watched = False
         self._watch: trio.CancelScope | None = None
+        # (through the typed attribute: a C store in the compiled build)
+        self._conn.answering = self
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
@@ -250,12 +252,15 @@ class ConnectionWriter:
             else:
                 self._conn.timer.cancel()
 
-    def stop_watch(self) -> None:
-        """The answer is done: stop `watch_peer`, before the connection's task
-        waits on the socket again."""
-        watch = self._watch
-        if watch is not None:
-            watch.cancel()
+    def finished(self) -> None:
+        """The answer's handler has returned: the sweeper no longer sees it
+        running, and a watch of its client stops, before the connection's
+        task waits on the socket again."""
+        self._conn.answering = None
+        if self.watched:
+            watch = self._watch
+            if watch is not None:
+                watch.cancel()
 
     async def send_framed(self, data: bytes) -> None:
         """Send the rest that `send_nowait` returned."""
