@@ -1,0 +1,108 @@
+"""The server `soak.py` runs: the suite's tools, a tool that hangs, a
+broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
+
+    PYTHONPATH=src python benchmarks/_soak_server.py --port P [--idle-timeout 60]
+
+The configuration is the default one but for the session idle timeout (60 s,
+so that a flood of abandoned sessions ends within the run) and a share per
+client of all sessions (the hostile addresses are many).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _suite_server import server as app
+
+from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
+
+BROADCAST_S = 0.05
+
+
+@app.tool()
+async def hang(seconds: float = 30.0) -> str:
+    """Sleep, then answer: the call a vanishing client leaves behind."""
+    await trio.sleep(seconds)
+    return "woke"
+
+
+def tasks() -> int:
+    """Every task of this trio run."""
+    count = 0
+    pending = [trio.lowlevel.current_root_task()]
+    while pending:
+        task = pending.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            pending.extend(nursery.child_tasks)
+    return count
+
+
+def usage() -> dict[str, Any]:
+    rss_kb = 0
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+    return {"rss_mb": round(rss_kb / 1024, 1), "fds": len(os.listdir("/proc/self/fd"))}
+
+
+async def report(server: HTTPServer) -> None:
+    started = trio.current_time()
+    while True:
+        http = server.statistics()
+        endpoint = server.handler.statistics()  # type: ignore[attr-defined]
+        line = {
+            "t": round(trio.current_time() - started, 1),
+            **usage(),
+            "tasks": tasks(),
+            "connections": http.connections_open,
+            "refused": http.connections_refused,
+            "heads_waiting": http.heads_waiting,
+            "sessions": endpoint.sessions,
+            "streams": endpoint.streams,
+            "buffered_bytes": endpoint.buffered_bytes,
+            "requests_running": endpoint.requests_running,
+        }
+        print(json.dumps(line), flush=True)
+        await trio.sleep(1.0)
+
+
+async def broadcast() -> None:
+    while True:
+        await trio.sleep(BROADCAST_S)
+        app.notify_tools_changed()
+
+
+async def main(port: int, idle_timeout_s: float) -> None:
+    config = MCPConfig(
+        http=ServerConfig(port=port),
+        session_idle_timeout_s=idle_timeout_s,
+    )
+    async with trio.open_nursery() as nursery:
+        server: HTTPServer = await nursery.start(
+            lambda task_status: serve_mcp(app, config, task_status=task_status)
+        )
+        nursery.start_soon(report, server)
+        nursery.start_soon(broadcast)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--idle-timeout", type=float, default=60.0)
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        trio.run(main, args.port, args.idle_timeout)
+    except KeyboardInterrupt:
+        pass

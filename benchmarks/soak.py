@@ -1,0 +1,372 @@
+"""A soak: well-behaved clients of both eras beside hostile ones, against one
+server, for a bounded time.
+
+    python benchmarks/soak.py [--minutes 10] [--json PATH]
+
+On loopback, all of it stopping by itself:
+
+- the server, ``_soak_server.py`` (the default configuration but a 60 s
+  session idle timeout), printing its RSS, file descriptors, tasks and
+  endpoint statistics every second;
+- well-behaved clients from 127.0.0.1: ``trio-mcp bench --scenario call``
+  with 8 connections on 2025-11-25 and 8 on 2026-07-28, first unloaded
+  (``--baseline-seconds``), then through the whole hostile phase;
+- hostile clients from 127.0.0.2 and up, for ``--minutes``: 5,000 slowloris
+  connections (a header line a second, made again when dropped), 200 calls a
+  second whose clients vanish right after sending (2026-07-28 calls of a tool
+  that sleeps 30 s), a flood of 2,000 sessions never deleted, 100 slow
+  readers (a session's GET stream, never read, while the server broadcasts
+  every 50 ms), 100 garbage connections a second, and one body over the size
+  limit and one nested 2,000 deep each second.
+
+Then the clients leave, and the run waits for the abandoned sessions to
+expire. It reports the well-behaved clients' calls per second, p99 and errors
+(unloaded, loaded, and the worst loaded second), the server's RSS, file
+descriptors and tasks over time, and checks the goals of issue 22: the server
+never exits, no errors, a loaded p99 at most 2x the unloaded one, RSS at the
+end within 10% of its value after warm-up, file descriptors and tasks back to
+their starting counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import trio
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from slowloris import free_port, raise_fd_limit, trickler, wait_until_up  # noqa: E402
+
+MODERN = "2026-07-28"
+SLOWLORIS = 5000
+VANISHING_PER_S = 200
+FLOOD_SESSIONS = 2000
+SLOW_READERS = 100
+GARBAGE_PER_S = 100
+MAX_BODY_BYTES = 4 * 1024 * 1024  # (the server's default limit)
+
+
+def address(block: int, n: int, size: int) -> str:
+    """The `n`-th source address of hostile block `block` (each `size` wide)."""
+    return f"127.0.{block}.{1 + n % size}"
+
+
+# ---- the hostile clients (a process of their own) -------------------------------
+
+
+def post(body: bytes, extra: bytes = b"", path: bytes = b"/mcp") -> bytes:
+    return (
+        b"POST " + path + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Accept: application/json, text/event-stream\r\n"
+        b"Content-Type: application/json\r\nContent-Length: %d\r\n"
+        % len(body)
+        + extra
+        + b"\r\n"
+        + body
+    )
+
+
+def initialize() -> bytes:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "soak", "version": "1"},
+        },
+    }
+    return post(orjson.dumps(body), b"MCP-Protocol-Version: 2025-11-25\r\n")
+
+
+def vanishing_call() -> bytes:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": "hang", "arguments": {"seconds": 30.0}, "_meta": meta}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = b"MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: hang\r\n"
+    return post(orjson.dumps(body), headers)
+
+
+async def connection(port: int, source: str) -> trio.socket.SocketType:
+    sock = trio.socket.socket()
+    try:
+        await sock.bind((source, 0))
+        await sock.connect(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+async def exchange(port: int, source: str, data: bytes, counts: dict[str, int], kind: str) -> bytes:
+    """Send `data` on a new connection; the first bytes of the answer."""
+    try:
+        sock = await connection(port, source)
+    except OSError:
+        counts[kind + "_connect_errors"] += 1
+        return b""
+    try:
+        with trio.move_on_after(10):
+            await sock.send(data)
+            return await sock.recv(65536)
+        return b""
+    except OSError:
+        return b""
+    finally:
+        sock.close()
+
+
+async def every(interval_s: float, until: float, job, *args) -> None:
+    """Start `job(*args, n)` every `interval_s` until `until`, each in its own task."""
+    async with trio.open_nursery() as nursery:
+        n = 0
+        while trio.current_time() < until:
+            nursery.start_soon(job, *args, n)
+            n += 1
+            await trio.sleep(interval_s)
+
+
+async def vanish(port: int, counts: dict[str, int], n: int) -> None:
+    try:
+        sock = await connection(port, address(2, n, 50))
+    except OSError:
+        counts["vanishing_connect_errors"] += 1
+        return
+    try:
+        await sock.send(vanishing_call())
+        counts["vanishing_calls"] += 1
+    except OSError:
+        pass
+    finally:
+        sock.close()
+
+
+async def flood(port: int, counts: dict[str, int], n: int) -> None:
+    answer = await exchange(port, address(3, n, 40), initialize(), counts, "flood")
+    status = answer[9:12]
+    counts[f"flood_{status.decode() or 'none'}"] += 1
+
+
+async def garbage(port: int, counts: dict[str, int], n: int) -> None:
+    await exchange(port, address(4, n, 20), os.urandom(512), counts, "garbage")
+    counts["garbage"] += 1
+
+
+async def oversized(port: int, counts: dict[str, int], n: int) -> None:
+    huge = b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"' + b"x" * MAX_BODY_BYTES
+    answer = await exchange(port, address(5, n, 10), post(huge + b'"}}'), counts, "huge")
+    counts[f"huge_{answer[9:12].decode() or 'none'}"] += 1
+    deep = b"[" * 2000 + b"]" * 2000
+    answer = await exchange(port, address(5, n, 10), post(deep), counts, "deep")
+    counts[f"deep_{answer[9:12].decode() or 'none'}"] += 1
+
+
+async def slow_reader(port: int, until: float, counts: dict[str, int], n: int) -> None:
+    """A session whose GET stream is never read."""
+    source = address(6, n, 20)
+    answer = await exchange(port, source, initialize(), counts, "reader")
+    marker = b"mcp-session-id: "
+    start = answer.lower().find(marker)
+    if start < 0:
+        counts["reader_no_session"] += 1
+        return
+    session = answer[start + len(marker) :].split(b"\r\n", 1)[0]
+    try:
+        sock = await connection(port, source)
+    except OSError:
+        counts["reader_connect_errors"] += 1
+        return
+    with sock:
+        sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+        await sock.send(
+            b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+            b"MCP-Protocol-Version: 2025-11-25\r\nMcp-Session-Id: " + session + b"\r\n\r\n"
+        )
+        counts["slow_readers"] += 1
+        await trio.sleep(max(0.0, until - trio.current_time()))
+
+
+class Counts(dict[str, int]):
+    """What the hostile clients saw, by kind (0 for a kind not seen)."""
+
+    def __missing__(self, key: str) -> int:
+        return 0
+
+
+async def hostile(port: int, seconds: float) -> dict[str, int]:
+    counts = Counts()
+    until = trio.current_time() + seconds
+    ramp = trio.Semaphore(256)
+    async with trio.open_nursery() as nursery:
+        for n in range(SLOWLORIS):
+            nursery.start_soon(trickler, port, address(1, n, 10), until, counts, ramp)
+        nursery.start_soon(every, 1 / VANISHING_PER_S, until, vanish, port, counts)
+        flood_until = until - seconds / 2  # (the sessions arrive in the first half)
+        nursery.start_soon(every, seconds / 2 / FLOOD_SESSIONS, flood_until, flood, port, counts)
+        nursery.start_soon(every, 1 / GARBAGE_PER_S, until, garbage, port, counts)
+        nursery.start_soon(every, 1.0, until, oversized, port, counts)
+        for n in range(SLOW_READERS):
+            nursery.start_soon(slow_reader, port, until, counts, n)
+    return dict(counts)
+
+
+def hostile_main(port: int, seconds: float) -> int:
+    raise_fd_limit()
+    print(json.dumps(trio.run(hostile, port, seconds)), flush=True)
+    return 0
+
+
+# ---- the run ----------------------------------------------------------------------
+
+
+class ServerLog:
+    """The server's statistics lines, read as they come."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self._thread = threading.Thread(target=self._read, args=(process,), daemon=True)
+        self._thread.start()
+
+    def _read(self, process: subprocess.Popen[str]) -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+
+    def last(self) -> dict[str, Any]:
+        deadline = time.monotonic() + 5
+        while not self.lines and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return dict(self.lines[-1]) if self.lines else {}
+
+
+def benches(port: int, seconds: float, tmp: Path, tag: str) -> list[subprocess.Popen[bytes]]:
+    """The well-behaved clients: 8 connections per era, for `seconds`."""
+    runs = []
+    for protocol in ("2025-11-25", MODERN):
+        out = tmp / f"{tag}-{protocol}.json"
+        runs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "trio_mcp", "bench", f"http://127.0.0.1:{port}/mcp"]
+                + ["--scenario", "call", "--protocol", protocol, "--connections", "8"]
+                + ["--duration", str(seconds), "--warmup", "1", "--quiet", "--json", str(out)]
+            )
+        )
+    return runs
+
+
+def results(tmp: Path, tag: str) -> dict[str, Any]:
+    summary: dict[str, Any] = {}
+    for protocol in ("2025-11-25", MODERN):
+        report = json.loads((tmp / f"{tag}-{protocol}.json").read_text())
+        seconds = [row["p99_ms"] for row in report["series"] if row["p99_ms"] is not None]
+        summary[protocol] = {
+            "calls_per_s": report["totals"]["requests_per_s"],
+            "errors": report["totals"]["errors"],
+            "p99_ms": report["latency_ms"]["p99"],
+            "worst_second_p99_ms": max(seconds) if seconds else None,
+        }
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="the hostile phase")
+    parser.add_argument("--baseline-seconds", type=float, default=30.0)
+    parser.add_argument("--idle-timeout", type=float, default=60.0, help="the server's, s")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--hostile", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.hostile:
+        return hostile_main(args.port, args.seconds)
+    random.seed(0)
+    raise_fd_limit()
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "_soak_server.py"), "--port", str(port)]
+        + ["--idle-timeout", str(args.idle_timeout)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    log = ServerLog(server)
+    hostile_s = args.minutes * 60
+    try:
+        wait_until_up(port)
+        time.sleep(1.5)
+        start = log.last()
+        with tempfile.TemporaryDirectory() as name:
+            tmp = Path(name)
+            for run in benches(port, 10, tmp, "warmup"):
+                run.wait(timeout=200)
+            for run in benches(port, args.baseline_seconds, tmp, "unloaded"):
+                run.wait(timeout=args.baseline_seconds + 200)
+            unloaded = results(tmp, "unloaded")
+            warm = log.last()
+            attacker = subprocess.Popen(
+                [sys.executable, __file__, "--hostile", "--port", str(port)]
+                + ["--seconds", str(hostile_s)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            time.sleep(5)  # (the slowloris connections ramp up)
+            for run in benches(port, hostile_s - 10, tmp, "loaded"):
+                run.wait(timeout=hostile_s + 300)
+            output, _ = attacker.communicate(timeout=300)
+            loaded = results(tmp, "loaded")
+            attack = json.loads(output.strip().splitlines()[-1]) if output.strip() else {}
+        time.sleep(args.idle_timeout + 45)  # abandoned sessions expire, sweeps free them
+        end = log.last()
+    finally:
+        exited = server.poll() is not None
+        server.terminate()
+        server.wait(timeout=30)
+    ratios = {
+        protocol: round(loaded[protocol]["p99_ms"] / unloaded[protocol]["p99_ms"], 2)
+        for protocol in loaded
+    }
+    checks = {
+        "server_never_exited": not exited,
+        "no_errors": all(loaded[p]["errors"] == 0 for p in loaded),
+        "p99_at_most_2x": all(ratio <= 2 for ratio in ratios.values()),
+        "rss_within_10pct": abs(end["rss_mb"] - warm["rss_mb"]) <= 0.1 * warm["rss_mb"],
+        "fds_back": end["fds"] <= start["fds"],
+        "tasks_back": end["tasks"] <= start["tasks"],
+    }
+    report = {
+        "minutes": args.minutes,
+        "unloaded": unloaded,
+        "loaded": loaded,
+        "p99_ratio": ratios,
+        "attack": attack,
+        "server": {"start": start, "after_warmup": warm, "end": end},
+        "timeline": log.lines[::10],
+        "checks": checks,
+    }
+    print(json.dumps({k: v for k, v in report.items() if k != "timeline"}, indent=2))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n")
+    return 0 if all(checks.values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
