@@ -11,4 +11,4 @@ cdef class Handshake:
     cdef public object app, config, sessions, _server_info_key, _server_info
     cpdef server_info(self)
     cpdef initialize_result(self, params)
-    cpdef initialize_nowait(self, RPCRequest message, principal, batch)
+    cpdef initialize_nowait(self, RPCRequest message, principal, batch, owner)

@@ -8,4 +8,6 @@ from trio_mcp._protocol._sessions cimport SessionTable
 cdef class MemorySessionStore:
     cdef public SessionTable table
     cpdef get_nowait(self, session_id)
-    cpdef create_nowait(self, principal, protocol_version, client_capabilities, client_info)
+    cpdef create_nowait(
+        self, principal, protocol_version, client_capabilities, client_info, http_sse=*, owner=*
+    )
