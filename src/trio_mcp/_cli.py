@@ -1,6 +1,7 @@
 """The ``trio-mcp`` command line.
 
     trio-mcp run TARGET [--host HOST] [--port PORT] [--path /mcp] [--stateless]
+                        [--forwarded-allow-ips ADDRESSES]
                         [--json-response] [--max-sessions 1024]
                         [--max-sessions-per-client N] [--log-level info]
     trio-mcp bench URL [--scenario call] [--protocol 2025-11-25] [--connections 64]
@@ -56,6 +57,12 @@ def main(argv: list[str] | None = None) -> None:
     run = commands.add_parser("run", help="serve an MCP application over HTTP")
     run.add_argument("target", help="file.py:server or package.module:server")
     run.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    run.add_argument(
+        "--forwarded-allow-ips",
+        default="",
+        help="comma-separated proxies (addresses or networks) whose Forwarded or "
+        "X-Forwarded-* headers name the client; none by default",
+    )
     run.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
     run.add_argument("--path", default="/mcp", help="the MCP endpoint (default /mcp)")
     run.add_argument("--stateless", action="store_true", help="serve without sessions")
@@ -112,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         http=ServerConfig(
             host=args.host,
             port=args.port,
+            forwarded_allow_ips=tuple(
+                item.strip() for item in args.forwarded_allow_ips.split(",") if item.strip()
+            ),
             reuse_port=args.reuse_port,
             trio_tweaks=args.trio_tweaks,
             batch_end_sends=args.batch_end_sends,

@@ -6,6 +6,7 @@ production server on one machine; README.md documents each of them.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import socket
 from collections.abc import Mapping
@@ -52,6 +53,12 @@ class ServerConfig:
             still sending their request heads, the head time limit shortens
             in proportion, down to 1 s at this many, so heads trickled slowly
             cannot crowd out complete requests.
+        forwarded_allow_ips: the proxies (addresses or networks, such as
+            ``127.0.0.1`` or ``10.0.0.0/8``) whose ``Forwarded`` (RFC 7239) or
+            ``X-Forwarded-For``/``-Proto``/``-Host`` headers give the client's
+            address, scheme and public host; none by default. The client is
+            the rightmost address not in this set. Their connections do not
+            count in an address's share of connections.
         shutdown_timeout_s: on graceful shutdown, how long in-flight requests
             may take to finish before they are cancelled.
         reuse_port: set SO_REUSEPORT so several processes can share the port.
@@ -90,6 +97,7 @@ class ServerConfig:
     max_connections: int | None = None
     max_connections_per_address: int | None = None
     slow_heads_threshold: int = 512
+    forwarded_allow_ips: tuple[str, ...] = ()
     reuse_port: bool = False
     trio_tweaks: bool = True
     batch_end_sends: bool = True
@@ -103,6 +111,13 @@ class ServerConfig:
                 raise ValueError(f"{name} must be at least 1 (or None), not {value!r}")
         if not (isinstance(self.slow_heads_threshold, int) and self.slow_heads_threshold >= 2):
             raise ValueError("slow_heads_threshold must be at least 2")
+        for proxy in self.forwarded_allow_ips:
+            try:
+                ipaddress.ip_network(proxy.strip(), strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"forwarded_allow_ips: not an IP address or network: {proxy!r}"
+                ) from None
         for name in (
             "idle_timeout_s",
             "head_timeout_s",

@@ -1053,3 +1053,16 @@ async def test_url_mode_elicitation_and_its_completion(start_mcp, nursery) -> No
             }
             final = await _read_event(c1)
         assert final["result"]["content"][0]["text"] == "accept"
+
+
+async def test_behind_a_trusted_proxy_each_client_has_its_share(start_mcp) -> None:
+    server = await start_mcp(
+        max_sessions_per_client=1, http={"forwarded_allow_ips": ("127.0.0.1",)}
+    )
+    async with await connect(server.ports[0]) as proxy:
+        statuses = []
+        for client in (b"203.0.113.1", b"203.0.113.2", b"203.0.113.1"):
+            extra = [(b"x-forwarded-for", client)]
+            await proxy.send(mcp_post(initialize_body(), extra=extra))
+            statuses.append((await proxy.read_reply()).status)
+    assert statuses == [200, 200, 429]

@@ -35,6 +35,7 @@ from .._errors import LocalProtocolError, RemoteProtocolError
 from .._headers_py import FLAG_CLOSE, FLAG_EXPECT_CONTINUE, FLAG_KEEP_ALIVE
 from .._httphead_py import TCHAR
 from .._speedups import check_headers, find_head_end, parse_head
+from ._forwarded import Trust, forwarded_client
 
 Headers = list[tuple[bytes, bytes]]
 
@@ -57,6 +58,7 @@ class Request:
         "singles",
         "body",
         "client",
+        "scheme",
     )
 
     def __init__(
@@ -68,6 +70,7 @@ class Request:
         singles: dict[bytes, bytes],
         body: bytes,
         client: str = "",
+        scheme: str = "http",
     ) -> None:
         self.method = method
         self.target = target
@@ -89,8 +92,11 @@ class Request:
         self.headers = headers
         self.singles = singles
         self.body = body
-        #: The client's address ("" when the transport has none to give).
+        #: The client's address ("" when the transport has none to give):
+        #: behind a trusted proxy, the one its forwarding headers name.
         self.client = client
+        #: "https" when a trusted proxy says the client used TLS.
+        self.scheme = scheme
 
     def header(self, name: bytes) -> bytes | None:
         """The value of header `name` (lowercase); for repeated headers, the first."""
@@ -245,6 +251,7 @@ class HTTP11Connection:
         "must_close",
         "draining",
         "client",
+        "proxy",
     )
 
     def __init__(self, config: ServerConfig) -> None:
@@ -275,6 +282,9 @@ class HTTP11Connection:
         self.draining = False
         #: The peer's address, which each request carries (set by the server).
         self.client = ""
+        #: Set by the server when the peer is a trusted proxy: each request's
+        #: client, scheme and host are then the ones its headers forward.
+        self.proxy: Trust | None = None
 
     # ---- bytes in -------------------------------------------------------
 
@@ -401,8 +411,28 @@ class HTTP11Connection:
         method = method_bytes.decode("ascii")
         self._head_request = method == "HEAD"
         self.phase = RESPONDING
+        if self.proxy is not None:
+            return self._forwarded_request(method, target_bytes, minor, headers, singles, body)
         return Request(
             method, target_bytes.decode("ascii"), minor, headers, singles, body, self.client
+        )
+
+    def _forwarded_request(
+        self,
+        method: str,
+        target: bytes,
+        minor: int,
+        headers: Headers,
+        singles: dict[bytes, bytes],
+        body: bytes,
+    ) -> Request:
+        """A request from a trusted proxy: its client as the proxy forwards it."""
+        assert self.proxy is not None
+        client, scheme, host = forwarded_client(self.client, headers, self.proxy)
+        if host is not None:
+            singles[b"host"] = host  # (the public host: the Host rules check it)
+        return Request(
+            method, target.decode("ascii"), minor, headers, singles, body, client, scheme or "http"
         )
 
     # ---- bytes out ------------------------------------------------------

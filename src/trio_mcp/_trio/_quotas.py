@@ -19,6 +19,7 @@ from typing import Final
 
 from .._config import ServerConfig
 from .._http._addresses import address_group
+from .._http._forwarded import Trust
 
 #: File descriptors kept free beyond the connection cap (listeners, the
 #: stores' and the log's files, the refusals themselves): a tenth of the
@@ -59,9 +60,11 @@ def connection_cap(config: ServerConfig, limit: int | None = None) -> int:
 class ConnectionQuota:
     """The connections held, in all and per client address group."""
 
-    __slots__ = ("cap", "per_address", "held", "_by_group")
+    __slots__ = ("cap", "per_address", "held", "_by_group", "trust")
 
     def __init__(self, config: ServerConfig) -> None:
+        #: Trusted proxies: their connections count in the cap only.
+        self.trust = Trust(config.forwarded_allow_ips)
         self.cap = connection_cap(config)
         per_address = config.max_connections_per_address
         self.per_address = per_address if per_address is not None else max(1, self.cap // 2)
@@ -75,7 +78,7 @@ class ConnectionQuota:
             return None
         group = address_group(host)
         count = dict.get(self._by_group, group, 0)
-        if count >= self.per_address:
+        if count >= self.per_address and not (self.trust and self.trust.trusts(host)):
             return None
         self._by_group[group] = count + 1
         self.held += 1

@@ -307,6 +307,9 @@ class HTTPServer:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
         http.client = client
+        trust = self.quota.trust
+        if trust and trust.trusts(client):
+            http.proxy = trust
         timer = trio.CancelScope()
         conn = Connection(http, timer)
         self._connections.add(conn)
