@@ -36,6 +36,10 @@ class ServerConfig:
         max_requests_per_connection: after this many requests the server
             answers with ``Connection: close``.
         max_body_bytes: larger request bodies are answered 413.
+        max_receiving_bytes: the bodies being received at once, in all (those
+            that did not arrive with their heads); a body that does not fit
+            is answered 503 with ``Retry-After`` and its connection closed,
+            so slow bodies cannot pin memory.
         max_head_bytes: request heads above this size are answered 431.
         max_request_line_bytes: longer request lines are answered 414; longer
             header lines 431.
@@ -89,6 +93,7 @@ class ServerConfig:
     write_timeout_s: float = 30.0
     max_requests_per_connection: int = 1000
     max_body_bytes: int = 4 * MiB
+    max_receiving_bytes: int = 64 * MiB
     max_head_bytes: int = 16 * KiB
     max_request_line_bytes: int = 8 * KiB
     max_header_count: int = 100
@@ -131,6 +136,7 @@ class ServerConfig:
         for name in (
             "max_requests_per_connection",
             "max_body_bytes",
+            "max_receiving_bytes",
             "max_head_bytes",
             "max_request_line_bytes",
             "max_header_count",

@@ -189,3 +189,34 @@ async def test_accept_never_runs_out_of_descriptors() -> None:
         output, _ = proc.communicate(timeout=10)
     assert b"accept failed" not in output
     assert b"Too many open files" not in output
+
+
+async def test_bodies_being_received_share_a_budget(nursery: trio.Nursery) -> None:
+    """100 connections each holding an almost complete 4 MiB body once pinned
+    +410 MB for the whole body timeout."""
+    server = await start(nursery, max_receiving_bytes=1000, max_body_bytes=800)
+    port = server.ports[0]
+
+    def head(length: int) -> bytes:
+        return b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: %d\r\n\r\n" % length
+
+    first = await connect_from(port)
+    await first.send(head(600) + b"x" * 100)  # (the rest comes later)
+    await trio.sleep(0.2)
+    second = await connect_from(port)
+    await second.send(head(600) + b"y" * 100)
+    with trio.fail_after(5):
+        refused = await second.read_reply()
+    assert refused.status == 503 and refused.header(b"retry-after") == b"1"
+    await first.send(b"x" * 500)
+    with trio.fail_after(5):
+        assert (await first.read_reply()).status == 200
+    third = await connect_from(port)  # the budget is free again
+    await third.send(head(600) + b"z" * 100)
+    await trio.sleep(0.2)
+    await third.send(b"z" * 500)
+    with trio.fail_after(5):
+        assert (await third.read_reply()).status == 200
+    assert server.quota.bodies == 0
+    for client in (first, second, third):
+        await client.stream.aclose()

@@ -367,6 +367,10 @@ class HTTP11Connection:
         self.phase = BODY
         return self._read_body()
 
+    def body_size(self) -> int:
+        """The size of the body being received (its Content-Length)."""
+        return self._content_length
+
     def _head_incomplete(self, buf: bytes | bytearray, pos: int) -> Event:
         size = len(buf) - pos
         self._scan_from = max(pos, len(buf) - 3)

@@ -92,7 +92,7 @@ class Connection:
     its second look (`ConnectionWriter.watch_peer`).
     """
 
-    __slots__ = ("http", "timer", "limit", "since", "waiting_idle", "answering")
+    __slots__ = ("http", "timer", "limit", "since", "waiting_idle", "answering", "holding")
 
     def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
         self.http = http
@@ -102,6 +102,9 @@ class Connection:
         #: True while blocked reading the first byte of a next request.
         self.waiting_idle = False
         self.answering: Answering | None = None
+        #: The bytes of the bodies' budget this connection holds (its body is
+        #: being received).
+        self.holding = 0
 
     def limit_phase(self, seconds: float) -> None:
         """A new phase begins that may take `seconds` (inf: no limit)."""

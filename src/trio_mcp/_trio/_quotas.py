@@ -60,7 +60,7 @@ def connection_cap(config: ServerConfig, limit: int | None = None) -> int:
 class ConnectionQuota:
     """The connections held, in all and per client address group."""
 
-    __slots__ = ("cap", "per_address", "held", "_by_group", "trust")
+    __slots__ = ("cap", "per_address", "held", "_by_group", "trust", "bodies", "max_bodies")
 
     def __init__(self, config: ServerConfig) -> None:
         #: Trusted proxies: their connections count in the cap only.
@@ -70,6 +70,21 @@ class ConnectionQuota:
         self.per_address = per_address if per_address is not None else max(1, self.cap // 2)
         self.held = 0
         self._by_group: dict[str, int] = {}
+        #: The bytes of the request bodies being received, and their budget.
+        self.bodies = 0
+        self.max_bodies = config.max_receiving_bytes
+
+    def take_body(self, size: int) -> bool:
+        """Reserve `size` bytes for a body being received; False when the
+        budget has no room (a body alone may take the whole budget)."""
+        if self.bodies and self.bodies + size > self.max_bodies:
+            return False
+        self.bodies += size
+        return True
+
+    def give_body(self, size: int) -> None:
+        """A body reserved with `take_body` is whole, or gone."""
+        self.bodies -= size
 
     def admit(self, host: str) -> str | None:
         """Take a connection from `host`: its address group, or None when the

@@ -65,6 +65,12 @@ from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 logger = logging.getLogger("trio_mcp.server")
 
+#: The answer when the bodies being received would exceed their budget.
+_BODIES_FULL: Final = (
+    b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
+    b"content-type: text/plain; charset=utf-8\r\ncontent-length: 29\r\n"
+    b"connection: close\r\n\r\ntoo many bodies being received"
+)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
@@ -332,6 +338,8 @@ class HTTPServer:
         finally:
             self._connections.discard(conn)
             conn.answering = None  # (a writer that refers back to it)
+            if conn.holding:
+                self.quota.give_body(conn.holding)
             with trio.CancelScope(shield=True):
                 if peer_gone or (timer.cancelled_caught and http.phase is IDLE):
                     await _close_quietly(stream)
@@ -380,6 +388,14 @@ class HTTPServer:
                         limit_phase(config.head_timeout_s)
                     else:
                         limit_phase(config.body_timeout_s)
+                        # A body that did not come whole with its head waits in
+                        # memory: all such bodies together have a budget.
+                        holding = http.body_size()
+                        if not self.quota.take_body(holding):
+                            holding = 0
+                            await _send_quietly(stream, _BODIES_FULL)
+                            return False
+                        conn.holding = holding
                 conn.waiting_idle = phase is IDLE
                 try:
                     data = await receive_some(chunk_size)
@@ -394,6 +410,9 @@ class HTTPServer:
             if event is CLOSED:
                 return True
             assert isinstance(event, Request)
+            if conn.holding:
+                self.quota.give_body(conn.holding)
+                conn.holding = 0
             self._requests_total += 1
             limited_phase = None
             conn.limit = inf
