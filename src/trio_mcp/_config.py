@@ -203,6 +203,9 @@ class MCPConfig:
             one session's client (elicitation, sampling, roots) may wait for
             answers at once; the handler asking for one more gets the
             -31429 error.
+        max_listen_subscriptions: the resources one subscriptions/listen
+            stream may subscribe to; a listen that asks for more is answered
+            400 (-32602).
         sse_retry_ms: the ``retry:`` hint (2025-11-25) sent when a stream opens
             and before the server closes a stream's connection on purpose.
         event_buffer_events, event_buffer_bytes, event_buffer_age_s: the bounds
@@ -262,6 +265,7 @@ class MCPConfig:
     max_answering_per_session: int = 64
     max_requests_per_session: int = 128
     max_client_requests_per_session: int = 64
+    max_listen_subscriptions: int = 1000
 
     @property
     def sessions_per_client(self) -> int:
@@ -289,6 +293,7 @@ class MCPConfig:
             "max_answering_per_session",
             "max_requests_per_session",
             "max_client_requests_per_session",
+            "max_listen_subscriptions",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1")

@@ -756,3 +756,14 @@ def test_the_shared_capabilities_follow_what_is_registered() -> None:
     assert "tools" not in app.shared_capabilities()
     assert app.shared_capabilities() == app.capabilities()
     assert app.capabilities() is not app.capabilities()  # the public call copies
+
+
+async def test_a_listen_stream_subscribes_to_a_bounded_number_of_resources(start_mcp) -> None:
+    """40 listeners with 150,000 URIs once took 732 MB, and every update
+    scanned every list."""
+    port = (await start_mcp(max_listen_subscriptions=3)).ports[0]
+    uris = [f"test://r{n}" for n in range(4)]
+    body = modern_body("subscriptions/listen", {"notifications": {"resourceSubscriptions": uris}})
+    reply, answer = await modern_call(port, body)
+    assert (reply.status, answer["error"]["code"]) == (400, -32602)
+    assert "at most 3" in answer["error"]["message"]

@@ -126,7 +126,7 @@ class Broadcaster:
         bus = self.bus
         for listener in bus.listeners():
             if uri is not None:
-                if uri not in dict.get(listener.honored, "resourceSubscriptions", ()):
+                if uri not in listener.uris:
                     continue
             elif not dict.get(listener.honored, flag):
                 continue

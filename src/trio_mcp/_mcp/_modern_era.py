@@ -213,7 +213,16 @@ class ModernTransport:
                 honored[flag] = True
         uris = wanted.get("resourceSubscriptions")
         if isinstance(uris, list) and caps.get("resources", {}).get("subscribe"):
-            honored["resourceSubscriptions"] = [u for u in uris if isinstance(u, str)]
+            most = self.config.max_listen_subscriptions
+            if len(uris) > most:
+                error = MCPError(
+                    INVALID_PARAMS,
+                    f"Invalid params: at most {most} resourceSubscriptions per listen stream",
+                )
+                raise Rejection(400, error, (), message.id)
+            honored["resourceSubscriptions"] = list(
+                dict.fromkeys(u for u in uris if isinstance(u, str))
+            )
         meta = b'"_meta":' + dumps({_SUBSCRIPTION_ID: message.id})
         listener = Listener(message.id, honored, meta, self.config.stream_queue_bytes)
         return DeferredResponse(partial(self.stream_listen, listener, cors))

@@ -9,7 +9,7 @@ cdef class Outbox:
     cpdef offer(self, frame, now=*)
 
 cdef class Listener:
-    cdef public object id, honored, meta
+    cdef public object id, honored, meta, uris
     cdef public Outbox outbox
 
 cdef class PostStream:

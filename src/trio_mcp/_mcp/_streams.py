@@ -180,7 +180,7 @@ class Outbox:
 class Listener:
     """One open subscriptions/listen stream and what it honours."""
 
-    __slots__ = ("id", "honored", "outbox", "meta")
+    __slots__ = ("id", "honored", "outbox", "meta", "uris")
 
     def __init__(
         self,
@@ -191,6 +191,8 @@ class Listener:
     ) -> None:
         self.id = id
         self.honored = honored
+        #: The resources it subscribed to, for a lookup per update.
+        self.uris = frozenset(honored.get("resourceSubscriptions", ()))
         self.outbox = Outbox(limit_bytes)
         #: ``"_meta":{...subscriptionId...}`` encoded once, spliced into each notification.
         self.meta = meta

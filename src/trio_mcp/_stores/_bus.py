@@ -65,6 +65,8 @@ class Listening(Protocol):
 
     honored: dict[str, Any]
     meta: bytes
+    #: The resources it subscribed to.
+    uris: frozenset[str]
 
     @property
     def outbox(self) -> Subscriber: ...
