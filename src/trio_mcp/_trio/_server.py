@@ -368,6 +368,7 @@ class HTTPServer:
         finish_deferred = self._finish_deferred
         idle_timeout = config.idle_timeout_s
         limited_phase: Phase | None = None
+        holding = 0  # the bytes of the bodies' budget this request's body holds
         while True:
             try:
                 event = next_event()
@@ -395,7 +396,7 @@ class HTTPServer:
                             holding = 0
                             await _send_quietly(stream, _BODIES_FULL)
                             return False
-                        conn.holding = holding
+                        conn.holding = holding  # (for the connection's end)
                 conn.waiting_idle = phase is IDLE
                 try:
                     data = await receive_some(chunk_size)
@@ -410,9 +411,9 @@ class HTTPServer:
             if event is CLOSED:
                 return True
             assert isinstance(event, Request)
-            if conn.holding:
-                self.quota.give_body(conn.holding)
-                conn.holding = 0
+            if holding:  # (a local: the common case costs no attribute read)
+                self.quota.give_body(holding)
+                holding = conn.holding = 0
             self._requests_total += 1
             limited_phase = None
             conn.limit = inf
@@ -448,8 +449,10 @@ class HTTPServer:
                 except Exception:
                     logger.exception("deferred response failed")
                     failed = True
-                finally:
-                    writer.finished()
+                # (not in a finally: that costs an exception-state save per
+                # request; a connection cancelled here ends, and its watch
+                # with it when the socket closes)
+                writer.finished()
                 del response  # (nor its request, while the connection waits)
                 if (failed or writer.state is not DONE) and not await finish_deferred(
                     writer, failed
