@@ -12,8 +12,8 @@ One run, on loopback, bounded in time:
    from 127.0.0.1, for ``--seconds`` unloaded;
 3. the attack, from ``--addresses`` other loopback addresses (127.0.0.2 and
    up): ``--connections`` connections, each sending a request line and then
-   one header line a second, never ending its head, and reconnecting when the
-   server drops it;
+   one header line a second, never ending its head (with ``--reconnect``,
+   made again whenever the server drops it);
 4. the normal client again, for ``--seconds``, while the attack goes on.
 
 It prints, and writes to ``--json``, the normal client's calls per second and
@@ -109,10 +109,18 @@ def bench(port: int, seconds: float, connections: int) -> dict[str, Any]:
 
 
 async def trickler(
-    port: int, source: str, until: float, counts: dict[str, int], ramp: trio.Semaphore
+    port: int,
+    source: str,
+    until: float,
+    counts: dict[str, int],
+    ramp: trio.Semaphore,
+    reconnect: bool = True,
 ) -> None:
-    """One slowloris connection, made again whenever the server drops it."""
-    while trio.current_time() < until:
+    """One slowloris connection, made again whenever the server drops it
+    (unless not `reconnect`)."""
+    first = True
+    while trio.current_time() < until and (reconnect or first):
+        first = False
         sock = trio.socket.socket()
         try:
             async with ramp:
@@ -140,20 +148,24 @@ async def trickler(
             sock.close()
 
 
-async def attack(port: int, connections: int, addresses: int, seconds: float) -> dict[str, int]:
+async def attack(
+    port: int, connections: int, addresses: int, seconds: float, reconnect: bool
+) -> dict[str, int]:
     counts = {"connected": 0, "dropped_408": 0, "refused_503": 0, "closed": 0, "errors": 0}
     until = trio.current_time() + seconds
     ramp = trio.Semaphore(256)  # connects in flight at once
     async with trio.open_nursery() as nursery:
         for n in range(connections):
             source = f"127.0.0.{2 + n % addresses}"
-            nursery.start_soon(trickler, port, source, until, counts, ramp)
+            nursery.start_soon(trickler, port, source, until, counts, ramp, reconnect)
     return counts
 
 
 def attack_main(args: argparse.Namespace) -> int:
     raise_fd_limit()
-    counts = trio.run(attack, args.port, args.connections, args.addresses, args.seconds)
+    counts = trio.run(
+        attack, args.port, args.connections, args.addresses, args.seconds, args.reconnect
+    )
     print(json.dumps(counts))
     return 0
 
@@ -176,6 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--addresses", type=int, default=1, help="attacking addresses (<= 250)")
     parser.add_argument("--seconds", type=float, default=10.0, help="each measured phase")
     parser.add_argument("--clients", type=int, default=16, help="the normal client's connections")
+    parser.add_argument(
+        "--reconnect",
+        action="store_true",
+        help="make each connection again when the server drops it (a churn attack)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--attack", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -201,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         attacker = subprocess.Popen(
             [sys.executable, __file__, "--attack", "--port", str(port)]
             + ["--connections", str(args.connections), "--addresses", str(args.addresses)]
-            + ["--seconds", str(attack_s)],
+            + ["--seconds", str(attack_s)]
+            + (["--reconnect"] if args.reconnect else []),
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -214,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
             "connections": args.connections,
             "addresses": args.addresses,
             "seconds": args.seconds,
+            "reconnect": args.reconnect,
             "unloaded": quiet,
             "loaded": loaded,
             "p99_ratio": round(loaded["p99_ms"] / quiet["p99_ms"], 2),
