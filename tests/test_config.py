@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from trio_mcp import ServerConfig
+from trio_mcp import MCPConfig, ServerConfig
 
 
 def test_defaults_match_the_contract() -> None:
@@ -32,8 +32,34 @@ def test_frozen() -> None:
         {"max_header_count": 1.5},
         {"max_request_line_bytes": 20000},
         {"backlog": 0},
+        {"max_connections": 0},
+        {"max_connections_per_address": 0},
+        {"slow_heads_threshold": 1},
+        {"max_receiving_bytes": 0},
+        {"forwarded_allow_ips": ("10.0.0.0/8", "proxy")},
     ],
 )
 def test_invalid_values_are_refused(kwargs: dict[str, object]) -> None:
     with pytest.raises(ValueError):
         ServerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"max_requests_per_session": 0},
+        {"max_client_requests_per_session": 0},
+        {"max_listen_subscriptions": 0},
+        {"max_sessions_per_client": 0},
+        {"request_timeout_s": 0},
+    ],
+)
+def test_invalid_endpoint_quotas_are_refused(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValueError):
+        MCPConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_clients_share_of_sessions_defaults_to_a_quarter() -> None:
+    assert MCPConfig(max_sessions=100).sessions_per_client == 25
+    assert MCPConfig(max_sessions=2).sessions_per_client == 1
+    assert MCPConfig(max_sessions_per_client=7).sessions_per_client == 7

@@ -24,7 +24,16 @@ from ._merge import merge_results
 from ._options import IDLE, BenchConfig
 from ._plan import WorkerPlan, WorkerResult
 from ._target import Target, resolve
-from ._worker import GIVE_UP_AFTER, Worker, leave, raise_file_limit, worker_main
+from ._worker import (
+    GIVE_UP_AFTER,
+    Worker,
+    leave,
+    prepare_worker,
+    raise_file_limit,
+    run_worker,
+    worker_main,
+    worker_result,
+)
 
 FD_MARGIN = 32  # descriptors a worker needs besides its sockets
 START_GRACE_S = 30.0  # for spawning the workers and setting up their sessions
@@ -171,12 +180,12 @@ class Runner:
         worker = Worker(plan, InProcess(self))
         try:
             self.progress.start(f"setting up {self.config.connections} connections")
-            worker.prepare(time.monotonic() + self.config.timeout_s + 1.0)
+            prepare_worker(worker, time.monotonic() + self.config.timeout_s + 1.0)
             if self.stop_requested:
-                self.results[plan.index] = worker.result(time.monotonic())
+                self.results[plan.index] = worker_result(worker, time.monotonic())
                 return
             self.progress.start("starting")
-            self.results[plan.index] = worker.run(time.monotonic())
+            self.results[plan.index] = run_worker(worker, time.monotonic())
         finally:
             leave(worker)
 

@@ -193,89 +193,6 @@ class Worker:
 
     # -- running -----------------------------------------------------------------
 
-    def prepare(self, deadline: float) -> int:
-        """Connect and set up every connection of a load scenario; how many are ready."""
-        if self.idle:
-            return 0
-        now = time.monotonic()
-        for conn in self.conns:
-            self.connect(conn, now)
-        while time.monotonic() < deadline and any(
-            c.state in (CONNECTING, BUSY) for c in self.conns
-        ):
-            self.poll(min(TICK_S, max(0.0, deadline - time.monotonic())))
-            self.expire(time.monotonic())
-        for conn in self.conns:
-            if conn.state in (CONNECTING, BUSY):
-                self.fail(conn, "timeout", time.monotonic())
-        return sum(c.state == READY for c in self.conns)
-
-    def run(self, start: float) -> WorkerResult:
-        """The warm-up and measured phases, from monotonic time `start`."""
-        plan = self.plan
-        self.start = start
-        self.measure_start = start + (0.0 if self.idle else plan.warmup_s)
-        self.end = (
-            self.measure_start + plan.duration_s if plan.duration_s is not None else float("inf")
-        )
-        wait = start - time.monotonic()
-        if wait > 0:
-            time.sleep(wait)
-        self.issuing = True
-        precise_timers()
-        collecting = gc.isenabled()
-        gc.disable()  # no collector pauses mid-run; the loop makes no reference cycles
-        now = time.monotonic()
-        if self.idle:
-            self.idle_queue = list(reversed(self.conns))
-            self.open_more(now)
-        else:
-            for conn in self.conns:
-                if conn.state == READY:
-                    self.next_operation(conn, now)
-                elif conn.state == DOWN:
-                    conn.retry_at = now
-        next_tick = now + TICK_S
-        try:
-            while not self.stop:
-                now = time.monotonic()
-                if now >= next_tick:
-                    next_tick = now + TICK_S
-                    self.tick(now)
-                    if self.finished(now):
-                        break
-                timeout, precise = wait_before(
-                    now, next_tick, self.timers[0][0] if self.timers else None
-                )
-                if precise and timeout > 0 and not select.select(self.wakeup, (), (), timeout)[0]:
-                    continue  # nothing to read: a tick, or a request within SPIN_S
-                self.poll(timeout)
-                if self.timers:
-                    self.fire_timers(time.monotonic())
-                if self.remaining == 0 and self.finished(now):
-                    break
-        except KeyboardInterrupt:
-            self.interrupted = True
-        finally:
-            if collecting:
-                gc.enable()
-        return self.result(time.monotonic())
-
-    def finished(self, now: float) -> bool:
-        if now >= self.end:
-            return True
-        if self.idle:
-            return not self.idle_queue and not self.opening
-        if self.remaining and all(
-            c.state == DOWN and c.attempts >= GIVE_UP_AFTER for c in self.conns
-        ):
-            # --requests N against a server that is gone would otherwise retry for
-            # a long time; duration runs keep trying (a server may come back)
-            self.gave_up = True
-            return True
-        # --requests: every operation started and answered
-        return self.remaining == 0 and not any(c.state in (BUSY, CONNECTING) for c in self.conns)
-
     def poll(self, timeout: float) -> None:
         try:
             events = self.epoll.poll(timeout)
@@ -414,7 +331,7 @@ class Worker:
             self.error(kind, now)
             self.failed += 1
             self.opening -= 1
-            self.open_more(now)
+            _open_more(self, now)
             return
         if conn.counted or outside_operation or not self.issuing:
             self.error(kind, now)
@@ -517,7 +434,7 @@ class Worker:
                 if now >= self.measure_start:
                     self.progress_events += progress
         elif step == INIT:
-            kind = self.initialized_session(conn)
+            kind = _initialized_session(self, conn)
         elif step == STREAM:
             kind = status_error(reader) or (None if reader.is_sse else "protocol")
         else:
@@ -542,49 +459,9 @@ class Worker:
             self.send_step(conn, now)
             return
         if conn.in_setup:
-            self.setup_done(conn, now)
+            _setup_done(self, conn, now)
         else:
             self.done(conn, now, ok=True)
-
-    def initialized_session(self, conn: Conn) -> str | None:
-        reader = conn.reader
-        kind = status_error(reader)
-        if kind is not None:
-            return kind
-        conn.session = session_id(reader)  # None: a server without sessions
-        body = reader.body
-        if reader.is_sse:
-            messages = sse_messages(body)
-            body = messages[-1] if messages else b""
-        try:
-            message = orjson.loads(body)
-            version = message["result"]["protocolVersion"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return "protocol" if b'"error"' not in body else "jsonrpc initialize"
-        if not isinstance(version, str):
-            return "protocol"
-        conn.version = version
-        return None
-
-    def setup_done(self, conn: Conn, now: float) -> None:
-        conn.in_setup = False
-        conn.attempts = 0
-        conn.parts = self.factory.call_parts(conn.session, conn.version, progress=self.progress)
-        if self.idle:
-            conn.state = HOLDING
-            self.opened += 1
-            self.opening -= 1
-            self.last_open = now
-            self.record(int((now - conn.opened_at) * 1e6 + 0.5))
-            self.open_more(now)
-            return
-        conn.state = READY
-        if conn.reader.close:
-            self.close(conn)
-            self.connect(conn, now)
-            return
-        if self.issuing:
-            self.next_operation(conn, now)
 
     def done(self, conn: Conn, now: float, *, ok: bool) -> None:
         """An operation on `conn` finished (ok or counted as an error)."""
@@ -645,90 +522,222 @@ class Worker:
 
     # -- idle scenarios ----------------------------------------------------------
 
-    def open_more(self, now: float) -> None:
-        while self.idle_queue and self.opening < self.plan.connections:
-            conn = self.idle_queue.pop()
-            self.opening += 1
-            conn.opened_at = now
-            self.connect(conn, now)
-
-    # -- bookkeeping -------------------------------------------------------------
-
-    def expire(self, now: float) -> None:
-        """Time out requests and connects older than --timeout."""
-        limit = now - self.plan.timeout_s
-        for conn in self.conns:
-            if conn.state in (BUSY, CONNECTING) and conn.sent_at < limit:
-                self.fail(conn, "timeout", now)
-
-    def tick(self, now: float) -> None:
-        self.expire(now)
-        if not self.idle:
-            for conn in self.conns:
-                if conn.state == DOWN and conn.retry_at <= now:
-                    if self.remaining is not None and self.remaining <= 0:
-                        continue
-                    self.connect(conn, now)
-        if now >= self.measure_start:
-            second = int(now - self.measure_start)
-            if second != self.second:
-                self.roll_second()
-                self.second = second
-        if self.report is not None:
-            if self.report.poll():
-                message = self.report.recv()
-                if message[0] == "stop":
-                    self.stop = True
-            done = self.ok + self.opened
-            self.report.send(("progress", self.plan.index, done, sum(self.errors.values())))
-
     def record(self, latency_us: int) -> None:
         # one record per request keeps the loop free of batch pauses that would
         # make paced requests late (a record costs well under a microsecond)
         self.latency_sum_us += latency_us
         self.second_histogram.record_value(min(latency_us, _histogram.HIGHEST_US))
 
-    def roll_second(self) -> None:
-        self.total.add(self.second_histogram)
-        self.seconds.append(
-            {
-                "second": self.second,
-                "ok": self.second_ok,
-                "errors": self.second_errors,
-                "histogram": _histogram.encode(self.second_histogram),
-            }
-        )
-        self.second_histogram = _histogram.new_histogram()  # cheaper than reset()
-        self.second_ok = self.second_errors = 0
 
-    def result(self, now: float) -> WorkerResult:
-        if self.second_ok or self.second_errors or self.second_histogram.get_total_count():
-            self.roll_second()
-        held = sum(c.state == HOLDING for c in self.conns)
-        for conn in self.conns:
-            self.close(conn)
-        self.epoll.close()
-        end = min(now, self.end)
-        if self.plan.requests is not None and not self.idle:
-            end = max(self.last_done, self.measure_start)
-        return WorkerResult(
-            index=self.plan.index,
-            ok=self.ok,
-            errors=dict(self.errors),
-            histogram=_histogram.encode(self.total),
-            latency_sum_us=self.latency_sum_us,
-            seconds=self.seconds,
-            progress_events=self.progress_events,
-            measured_s=max(0.0, end - self.measure_start),
-            ready_connections=sum(c.state != DOWN for c in self.conns),
-            opened=self.opened,
-            failed=self.failed,
-            open_time_s=(self.last_open - self.start) if self.opened else None,
-            dropped=self.dropped,
-            held_at_end=held,
-            interrupted=self.interrupted,
-            gave_up=self.gave_up,
-        )
+def _initialized_session(worker: Worker, conn: Conn) -> str | None:
+    reader = conn.reader
+    kind = status_error(reader)
+    if kind is not None:
+        return kind
+    conn.session = session_id(reader)  # None: a server without sessions
+    body = reader.body
+    if reader.is_sse:
+        messages = sse_messages(body)
+        body = messages[-1] if messages else b""
+    try:
+        message = orjson.loads(body)
+        version = message["result"]["protocolVersion"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return "protocol" if b'"error"' not in body else "jsonrpc initialize"
+    if not isinstance(version, str):
+        return "protocol"
+    conn.version = version
+    return None
+
+
+def _setup_done(worker: Worker, conn: Conn, now: float) -> None:
+    conn.in_setup = False
+    conn.attempts = 0
+    conn.parts = worker.factory.call_parts(conn.session, conn.version, progress=worker.progress)
+    if worker.idle:
+        conn.state = HOLDING
+        worker.opened += 1
+        worker.opening -= 1
+        worker.last_open = now
+        worker.record(int((now - conn.opened_at) * 1e6 + 0.5))
+        _open_more(worker, now)
+        return
+    conn.state = READY
+    if conn.reader.close:
+        worker.close(conn)
+        worker.connect(conn, now)
+        return
+    if worker.issuing:
+        worker.next_operation(conn, now)
+
+
+def _open_more(worker: Worker, now: float) -> None:
+    while worker.idle_queue and worker.opening < worker.plan.connections:
+        conn = worker.idle_queue.pop()
+        worker.opening += 1
+        conn.opened_at = now
+        worker.connect(conn, now)
+
+
+# -- bookkeeping -------------------------------------------------------------
+
+
+def _expire(worker: Worker, now: float) -> None:
+    """Time out requests and connects older than --timeout."""
+    limit = now - worker.plan.timeout_s
+    for conn in worker.conns:
+        if conn.state in (BUSY, CONNECTING) and conn.sent_at < limit:
+            worker.fail(conn, "timeout", now)
+
+
+def prepare_worker(worker: Worker, deadline: float) -> int:
+    """Connect and set up every connection of a load scenario; how many are ready."""
+    if worker.idle:
+        return 0
+    now = time.monotonic()
+    for conn in worker.conns:
+        worker.connect(conn, now)
+    while time.monotonic() < deadline and any(c.state in (CONNECTING, BUSY) for c in worker.conns):
+        worker.poll(min(TICK_S, max(0.0, deadline - time.monotonic())))
+        _expire(worker, time.monotonic())
+    for conn in worker.conns:
+        if conn.state in (CONNECTING, BUSY):
+            worker.fail(conn, "timeout", time.monotonic())
+    return sum(c.state == READY for c in worker.conns)
+
+
+def run_worker(worker: Worker, start: float) -> WorkerResult:
+    """The warm-up and measured phases, from monotonic time `start`."""
+    plan = worker.plan
+    worker.start = start
+    worker.measure_start = start + (0.0 if worker.idle else plan.warmup_s)
+    worker.end = (
+        worker.measure_start + plan.duration_s if plan.duration_s is not None else float("inf")
+    )
+    wait = start - time.monotonic()
+    if wait > 0:
+        time.sleep(wait)
+    worker.issuing = True
+    precise_timers()
+    collecting = gc.isenabled()
+    gc.disable()  # no collector pauses mid-run; the loop makes no reference cycles
+    now = time.monotonic()
+    if worker.idle:
+        worker.idle_queue = list(reversed(worker.conns))
+        _open_more(worker, now)
+    else:
+        for conn in worker.conns:
+            if conn.state == READY:
+                worker.next_operation(conn, now)
+            elif conn.state == DOWN:
+                conn.retry_at = now
+    next_tick = now + TICK_S
+    try:
+        while not worker.stop:
+            now = time.monotonic()
+            if now >= next_tick:
+                next_tick = now + TICK_S
+                _tick(worker, now)
+                if _finished(worker, now):
+                    break
+            timeout, precise = wait_before(
+                now, next_tick, worker.timers[0][0] if worker.timers else None
+            )
+            if precise and timeout > 0 and not select.select(worker.wakeup, (), (), timeout)[0]:
+                continue  # nothing to read: a tick, or a request within SPIN_S
+            worker.poll(timeout)
+            if worker.timers:
+                worker.fire_timers(time.monotonic())
+            if worker.remaining == 0 and _finished(worker, now):
+                break
+    except KeyboardInterrupt:
+        worker.interrupted = True
+    finally:
+        if collecting:
+            gc.enable()
+    return worker_result(worker, time.monotonic())
+
+
+def _finished(worker: Worker, now: float) -> bool:
+    if now >= worker.end:
+        return True
+    if worker.idle:
+        return not worker.idle_queue and not worker.opening
+    if worker.remaining and all(
+        c.state == DOWN and c.attempts >= GIVE_UP_AFTER for c in worker.conns
+    ):
+        # --requests N against a server that is gone would otherwise retry for
+        # a long time; duration runs keep trying (a server may come back)
+        worker.gave_up = True
+        return True
+    # --requests: every operation started and answered
+    return worker.remaining == 0 and not any(c.state in (BUSY, CONNECTING) for c in worker.conns)
+
+
+def _tick(worker: Worker, now: float) -> None:
+    _expire(worker, now)
+    if not worker.idle:
+        for conn in worker.conns:
+            if conn.state == DOWN and conn.retry_at <= now:
+                if worker.remaining is not None and worker.remaining <= 0:
+                    continue
+                worker.connect(conn, now)
+    if now >= worker.measure_start:
+        second = int(now - worker.measure_start)
+        if second != worker.second:
+            _roll_second(worker)
+            worker.second = second
+    if worker.report is not None:
+        if worker.report.poll():
+            message = worker.report.recv()
+            if message[0] == "stop":
+                worker.stop = True
+        done = worker.ok + worker.opened
+        worker.report.send(("progress", worker.plan.index, done, sum(worker.errors.values())))
+
+
+def _roll_second(worker: Worker) -> None:
+    worker.total.add(worker.second_histogram)
+    worker.seconds.append(
+        {
+            "second": worker.second,
+            "ok": worker.second_ok,
+            "errors": worker.second_errors,
+            "histogram": _histogram.encode(worker.second_histogram),
+        }
+    )
+    worker.second_histogram = _histogram.new_histogram()  # cheaper than reset()
+    worker.second_ok = worker.second_errors = 0
+
+
+def worker_result(worker: Worker, now: float) -> WorkerResult:
+    if worker.second_ok or worker.second_errors or worker.second_histogram.get_total_count():
+        _roll_second(worker)
+    held = sum(c.state == HOLDING for c in worker.conns)
+    for conn in worker.conns:
+        worker.close(conn)
+    worker.epoll.close()
+    end = min(now, worker.end)
+    if worker.plan.requests is not None and not worker.idle:
+        end = max(worker.last_done, worker.measure_start)
+    return WorkerResult(
+        index=worker.plan.index,
+        ok=worker.ok,
+        errors=dict(worker.errors),
+        histogram=_histogram.encode(worker.total),
+        latency_sum_us=worker.latency_sum_us,
+        seconds=worker.seconds,
+        progress_events=worker.progress_events,
+        measured_s=max(0.0, end - worker.measure_start),
+        ready_connections=sum(c.state != DOWN for c in worker.conns),
+        opened=worker.opened,
+        failed=worker.failed,
+        open_time_s=(worker.last_open - worker.start) if worker.opened else None,
+        dropped=worker.dropped,
+        held_at_end=held,
+        interrupted=worker.interrupted,
+        gave_up=worker.gave_up,
+    )
 
 
 def leave(worker: Worker) -> None:
@@ -771,13 +780,13 @@ def worker_main(plan: WorkerPlan, pipe: Any) -> None:
     try:
         worker = Worker(plan, pipe)
         try:
-            ready = worker.prepare(time.monotonic() + plan.timeout_s + 1.0)
+            ready = prepare_worker(worker, time.monotonic() + plan.timeout_s + 1.0)
             pipe.send(("ready", plan.index, ready))
             message = pipe.recv()
             if message[0] != "go":
-                pipe.send(("result", worker.result(time.monotonic())))
+                pipe.send(("result", worker_result(worker, time.monotonic())))
                 return
-            pipe.send(("result", worker.run(message[1])))
+            pipe.send(("result", run_worker(worker, message[1])))
         finally:
             leave(worker)
     except (EOFError, BrokenPipeError):

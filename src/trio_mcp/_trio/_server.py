@@ -280,25 +280,26 @@ class HTTPServer:
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            group = quota.admit(address[0] if ip else "")
+            host = address[0] if ip else ""
+            group = quota.admit(host)
             if group is None:
                 self._refused += 1
                 refuse(sock)
             else:
-                spawn(connections, "a connection", self._serve_socket, sock, group, address)
+                spawn(connections, "a connection", self._serve_socket, sock, group, host)
             accepted += 1
             if accepted >= 64:  # a flood of connections must not starve the rest
                 accepted = 0
                 await trio.lowlevel.checkpoint()
 
-    async def _serve_socket(self, sock: socket.socket, group: str, address: Any) -> None:
+    async def _serve_socket(self, sock: socket.socket, group: str, host: str) -> None:
         try:
             try:
                 io = SocketIO(sock, self._batch, self.config.write_timeout_s)
             except OSError:
                 sock.close()  # reset before we got to it
                 return
-            await self._serve(io, address[0] if isinstance(address, tuple) else "")
+            await self._serve(io, host)
         finally:
             self.quota.leave(group)
 

@@ -82,8 +82,9 @@ class ConnectionWriter:
         self.state = NEW
         #: True once a write failed: the peer is gone.
         self.broken = False
-        #: Set by the handler: when the client goes, the answer goes on and
-        #: only the connection closes (else the answer is cancelled with it).
+        #: When the client goes, the answer goes on and only the connection
+        #: closes (else the answer is cancelled with it): the DeferredResponse's
+        #: choice, which the handler may still change.
         self.outlives_peer = False
         #: The server's sweeper has seen this answer running once.
         self.seen = False
@@ -221,7 +222,7 @@ class ConnectionWriter:
         """Run by the server while this answer is produced: when the client
         closes its end or resets, end the answer (`outlives_peer`). Bytes the
         client sends meanwhile (a pipelined request) end the watch and stay
-        unread, for the connection to serve; `stop_watch` ends it too."""
+        unread, for the connection to serve; `finished` ends it too."""
         stream = self._stream
         if type(stream) is not SocketIO:
             return
