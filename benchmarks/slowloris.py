@@ -9,7 +9,8 @@ One run, on loopback, bounded in time:
 1. a server (``trio-mcp run examples/everything.py``, default settings) on
    127.0.0.1;
 2. the normal client, ``trio-mcp bench --scenario call`` with 16 connections
-   from 127.0.0.1, for ``--seconds`` unloaded;
+   from 127.0.0.1 (closed loop, or open loop at ``--rate`` calls/s), for
+   ``--seconds`` unloaded;
 3. the attack, from ``--addresses`` other loopback addresses (127.0.0.2 and
    up): ``--connections`` connections, each sending a request line and then
    one header line a second, never ending its head (with ``--reconnect``,
@@ -68,8 +69,8 @@ def wait_until_up(port: int, timeout_s: float = 20.0) -> None:
     raise SystemExit("the server did not start")
 
 
-def bench(port: int, seconds: float, connections: int) -> dict[str, Any]:
-    """One run of the normal client; its report."""
+def bench(port: int, seconds: float, connections: int, rate: float | None) -> dict[str, Any]:
+    """One run of the normal client (open loop at `rate` calls/s, if given); its report."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         subprocess.run(
@@ -90,7 +91,8 @@ def bench(port: int, seconds: float, connections: int) -> dict[str, Any]:
                 "--quiet",
                 "--json",
                 str(out),
-            ],
+            ]
+            + (["--rate", str(rate)] if rate else []),
             check=True,
             timeout=seconds + 120,
         )
@@ -189,6 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="each measured phase")
     parser.add_argument("--clients", type=int, default=16, help="the normal client's connections")
     parser.add_argument(
+        "--rate",
+        type=float,
+        help="the normal client sends this many calls/s, open loop (default: closed loop)",
+    )
+    parser.add_argument(
         "--reconnect",
         action="store_true",
         help="make each connection again when the server drops it (a churn attack)",
@@ -211,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     attacker = None
     try:
         wait_until_up(port)
-        quiet = bench(port, args.seconds, args.clients)
+        quiet = bench(port, args.seconds, args.clients, args.rate)
         before = server_usage(server.pid)
         ramp_s = max(2.0, args.connections / 3000)
         attack_s = ramp_s + args.seconds + 5  # (the bench's start-up and warm-up too)
@@ -225,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         time.sleep(ramp_s)
         during = server_usage(server.pid)
-        loaded = bench(port, args.seconds, args.clients)
+        loaded = bench(port, args.seconds, args.clients, args.rate)
         output, _ = attacker.communicate(timeout=attack_s + 30)  # (it stops by itself)
         attacked = json.loads(output.strip().splitlines()[-1]) if output.strip() else {}
         result = {
@@ -233,6 +240,7 @@ def main(argv: list[str] | None = None) -> int:
             "addresses": args.addresses,
             "seconds": args.seconds,
             "reconnect": args.reconnect,
+            "rate": args.rate,
             "unloaded": quiet,
             "loaded": loaded,
             "p99_ratio": round(loaded["p99_ms"] / quiet["p99_ms"], 2),

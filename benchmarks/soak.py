@@ -9,7 +9,9 @@ On loopback, all of it stopping by itself:
   session idle timeout), printing its RSS, file descriptors, tasks and
   endpoint statistics every second;
 - well-behaved clients from 127.0.0.1: ``trio-mcp bench --scenario call``
-  with 8 connections on 2025-11-25 and 8 on 2026-07-28, first unloaded
+  with 8 connections on 2025-11-25 and 8 on 2026-07-28, each era sending
+  ``--rate`` calls a second (open loop, latency from each call's intended
+  time; 0: closed loop, as fast as answered), first unloaded
   (``--baseline-seconds``), then through the whole hostile phase;
 - hostile clients from 127.0.0.2 and up, for ``--minutes``: 5,000 slowloris
   connections (a header line a second, made again when dropped), 200 calls a
@@ -256,8 +258,11 @@ class ServerLog:
         return dict(self.lines[-1]) if self.lines else {}
 
 
-def benches(port: int, seconds: float, tmp: Path, tag: str) -> list[subprocess.Popen[bytes]]:
-    """The well-behaved clients: 8 connections per era, for `seconds`."""
+def benches(
+    port: int, seconds: float, tmp: Path, tag: str, rate: float
+) -> list[subprocess.Popen[bytes]]:
+    """The well-behaved clients: 8 connections per era, for `seconds`, each
+    era sending `rate` calls/s (0: as fast as answered)."""
     runs = []
     for protocol in ("2025-11-25", MODERN):
         out = tmp / f"{tag}-{protocol}.json"
@@ -266,6 +271,7 @@ def benches(port: int, seconds: float, tmp: Path, tag: str) -> list[subprocess.P
                 [sys.executable, "-m", "trio_mcp", "bench", f"http://127.0.0.1:{port}/mcp"]
                 + ["--scenario", "call", "--protocol", protocol, "--connections", "8"]
                 + ["--duration", str(seconds), "--warmup", "1", "--quiet", "--json", str(out)]
+                + (["--rate", str(rate)] if rate else [])
             )
         )
     return runs
@@ -290,6 +296,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=10.0, help="the hostile phase")
     parser.add_argument("--baseline-seconds", type=float, default=30.0)
     parser.add_argument("--idle-timeout", type=float, default=60.0, help="the server's, s")
+    parser.add_argument(
+        "--rate",
+        type=float,
+        default=1000.0,
+        help="calls/s of each era's well-behaved clients, open loop (default 1000; "
+        "0: closed loop, as fast as answered)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--hostile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -316,9 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         start = log.last()
         with tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
-            for run in benches(port, 10, tmp, "warmup"):
+            for run in benches(port, 10, tmp, "warmup", args.rate):
                 run.wait(timeout=200)
-            for run in benches(port, args.baseline_seconds, tmp, "unloaded"):
+            for run in benches(port, args.baseline_seconds, tmp, "unloaded", args.rate):
                 run.wait(timeout=args.baseline_seconds + 200)
             unloaded = results(tmp, "unloaded")
             warm = log.last()
@@ -329,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
                 text=True,
             )
             time.sleep(5)  # (the slowloris connections ramp up)
-            for run in benches(port, hostile_s - 10, tmp, "loaded"):
+            for run in benches(port, hostile_s - 10, tmp, "loaded", args.rate):
                 run.wait(timeout=hostile_s + 300)
             output, _ = attacker.communicate(timeout=300)
             loaded = results(tmp, "loaded")
@@ -354,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     report = {
         "minutes": args.minutes,
+        "rate": args.rate,
         "unloaded": unloaded,
         "loaded": loaded,
         "p99_ratio": ratios,

@@ -23,6 +23,7 @@ DIRECT_STARTS = {
     ("_mcp/_endpoint.py", "self.broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded
     ("_trio/_server.py", "serve"),  # run(): the server itself, in trio.run's nursery
+    ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input
     ("_trio/_tasks.py", "_guard"),  # spawn itself
 }
 

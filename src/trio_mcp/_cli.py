@@ -83,6 +83,14 @@ def main(argv: list[str] | None = None) -> None:
         help="send each JSON answer at once (default: a scheduler batch's answers go together)",
     )
     run.add_argument(
+        "--gc-full-interval",
+        type=float,
+        default=ServerConfig().gc_full_interval_s,
+        metavar="SECONDS",
+        help="full garbage collections at most this often (default %(default)s; "
+        "0 leaves Python's collector as it is)",
+    )
+    run.add_argument(
         "--max-sessions",
         type=int,
         default=MCPConfig().max_sessions,
@@ -125,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
             reuse_port=args.reuse_port,
             trio_tweaks=args.trio_tweaks,
             batch_end_sends=args.batch_end_sends,
+            gc_full_interval_s=args.gc_full_interval or None,
         ),
         path=args.path,
         stateless=args.stateless,

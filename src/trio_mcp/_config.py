@@ -82,6 +82,13 @@ class ServerConfig:
             held answer waits at most for the rest of its batch; bytes still
             leave in order and before the server can block. Off, every answer
             is sent at once.
+        gc_full_interval_s: when trio-mcp runs trio itself, on CPython's
+            generational garbage collector: full collections at most this
+            often (when younger ones promoted anything since), instead of
+            whenever the interpreter's rule calls for one, which under
+            connection churn is about every second, each pausing every
+            request. Cyclic garbage that reaches the oldest generation waits
+            up to this long. None leaves the collector as it is.
     """
 
     host: str = "127.0.0.1"
@@ -106,6 +113,7 @@ class ServerConfig:
     reuse_port: bool = False
     trio_tweaks: bool = True
     batch_end_sends: bool = True
+    gc_full_interval_s: float | None = 60.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -123,6 +131,11 @@ class ServerConfig:
                 raise ValueError(
                     f"forwarded_allow_ips: not an IP address or network: {proxy!r}"
                 ) from None
+        interval = self.gc_full_interval_s
+        if interval is not None and not (interval > 0 and math.isfinite(interval)):
+            raise ValueError(
+                f"gc_full_interval_s must be a positive number of seconds or None, not {interval}"
+            )
         for name in (
             "idle_timeout_s",
             "head_timeout_s",

@@ -4,6 +4,7 @@ heads are slow. Refusals are 503 with Retry-After, before any task runs."""
 
 from __future__ import annotations
 
+import itertools
 import resource
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from _support import Client, free_port
 from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
 from trio_mcp._http._addresses import address_group
 from trio_mcp._trio._quotas import ConnectionQuota, connection_cap, head_limit
+from trio_mcp._trio._server import CANCELS_PER_BATCH
 
 GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
@@ -133,6 +135,44 @@ async def test_slow_heads_get_a_shorter_limit_under_pressure(nursery: trio.Nurse
     assert statuses == [408] * 4
     assert trio.current_time() - started < 5
     for client in [*slow, complete]:
+        await client.stream.aclose()
+
+
+class CancelsPerBatch(trio.abc.Instrument):
+    """How many of `timers` have been cancelled, at each scheduler batch's end."""
+
+    def __init__(self, timers: list[trio.CancelScope]) -> None:
+        self.timers = timers
+        self.counts: list[int] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.counts.append(sum(timer.cancel_called for timer in self.timers))
+
+
+async def test_the_sweeper_cancels_a_few_overdue_connections_per_batch(
+    nursery: trio.Nursery,
+) -> None:
+    """Forty heads due in one tick end over several scheduler batches, so that
+    no batch holds all their endings ahead of the other requests."""
+    server = await start(nursery, head_timeout_s=1.0)
+    slow = [await connect_from(server.ports[0]) for _ in range(40)]
+    for client in slow:
+        await client.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    with trio.fail_after(5):
+        while len(server._connections) < 40:
+            await trio.sleep(0.01)
+    counts = CancelsPerBatch([conn.timer for conn in server._connections])
+    trio.lowlevel.add_instrument(counts)
+    try:
+        with trio.fail_after(5):
+            statuses = [(await client.read_reply()).status for client in slow]
+    finally:
+        trio.lowlevel.remove_instrument(counts)
+    assert statuses == [408] * 40
+    steps = [after - before for before, after in itertools.pairwise(counts.counts)]
+    assert counts.counts[-1] == 40
+    assert max(steps) <= CANCELS_PER_BATCH
+    for client in slow:
         await client.stream.aclose()
 
 

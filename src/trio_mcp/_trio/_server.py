@@ -49,6 +49,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
+from ._collector import collect_fully, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache
 from ._quotas import ConnectionQuota, head_limit, refuse
 from ._socketio import (
@@ -65,6 +66,9 @@ from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 logger = logging.getLogger("trio_mcp.server")
 
+#: How many overdue connections the sweeper cancels per scheduler batch.
+CANCELS_PER_BATCH: Final = 16
+
 #: The answer when the bodies being received would exceed their budget.
 _BODIES_FULL: Final = (
     b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
@@ -74,6 +78,21 @@ _BODIES_FULL: Final = (
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
+
+
+async def _cancel_gradually(timers: list[trio.CancelScope]) -> None:
+    """Cancel `timers`, `CANCELS_PER_BATCH` per scheduler batch.
+
+    Each cancelled connection runs its ending (an exception through its
+    stack, a 408, a close) in the batch after its cancel: a few at a time, so
+    that a thousand slow heads due in one tick do not make one batch that
+    every other request waits behind.
+    """
+    while timers:
+        for timer in timers[-CANCELS_PER_BATCH:]:
+            timer.cancel()
+        del timers[-CANCELS_PER_BATCH:]
+        await trio.lowlevel.checkpoint()
 
 
 @final
@@ -194,9 +213,12 @@ class HTTPServer:
             while True:
                 await trio.sleep(tick)
                 dates.refresh()
-                self._check_limits(trio.current_time())
+                await _cancel_gradually(self._check_limits(trio.current_time()))
 
-    def _check_limits(self, now: float) -> None:
+    def _check_limits(self, now: float) -> list[trio.CancelScope]:
+        """Note the phases begun since the last tick and watch long answers;
+        the timers of the connections whose limit has passed."""
+        overdue: list[trio.CancelScope] = []
         watchers = self._watchers
         shortened = self._head_limit
         heads = 0
@@ -209,7 +231,7 @@ class HTTPServer:
             if since is None:
                 conn.since = now  # a phase begun since the last tick
             elif now - since >= limit:
-                conn.timer.cancel()
+                overdue.append(conn.timer)
             writer = conn.answering
             if writer is not None and not writer.watched:
                 # An answer seen running at two ticks takes long: watch its
@@ -222,6 +244,7 @@ class HTTPServer:
         self._heads_waiting = heads
         config = self.config
         self._head_limit = head_limit(heads, config.slow_heads_threshold, config.head_timeout_s)
+        return overdue
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
@@ -594,7 +617,9 @@ def run(
 
     `around`, if given, is entered before serving and exited after (an
     application's lifespan). With ``config.trio_tweaks`` (the default), the
-    trio tweaks are in effect for the run on a tested trio (``_tweaks.py``).
+    trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
+    with ``config.gc_full_interval_s``, full garbage collections are paced
+    (``_collector.py``).
     """
     import signal
 
@@ -606,6 +631,9 @@ def run(
         lifespan = around if around is not None else contextlib.nullcontext()
         async with lifespan, trio.open_nursery() as nursery:
             server: HTTPServer = await nursery.start(serve, handler, settings)
+            collections: trio.CancelScope | None = None
+            if pacing is not None:
+                collections = await nursery.start(collect_fully, pacing)
             logger.info(
                 "serving on %s port %s", server.config.host, ", ".join(map(str, server.ports))
             )
@@ -614,6 +642,11 @@ def run(
                     logger.info("got signal %d: draining", signum)
                     server.shutdown()
                     break
+            if collections is not None:
+                collections.cancel()
 
-    with trio_tweaks(settings.trio_tweaks) as tweaks:
+    with (
+        trio_tweaks(settings.trio_tweaks) as tweaks,
+        paced_full_collections(settings.gc_full_interval_s) as pacing,
+    ):
         trio.run(main)

@@ -1,0 +1,68 @@
+"""Full garbage collections at a pace, while trio-mcp runs trio itself.
+
+CPython's generational collector (3.13 and earlier) runs a full collection
+whenever the objects promoted to the oldest generation since the last one
+reach a quarter of those that survived it. Each full collection walks every
+tracked object and stops the event loop meanwhile. A server holding thousands
+of connections promotes their objects about as fast as connections come and
+go, so under churn it ran one nearly every second, each long enough to hold
+every request behind it (benchmarks/README.md, "Garbage collection").
+
+`paced_full_collections` turns the automatic full collections off for the
+length of a run (the younger generations are collected as before), and
+`collect_fully` runs one every interval when younger collections have
+promoted anything since the last. Cyclic garbage that reaches the oldest
+generation then waits up to an interval to be freed.
+
+Process-wide, so applied only where trio-mcp owns the process's trio run
+(``run``, ``run_mcp``, ``trio-mcp run``), and only on the generational
+collector: the incremental one (a third threshold of 0) already keeps its
+pauses short, and a collector someone disabled stays disabled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections.abc import Iterator
+from typing import Final
+
+import trio
+
+#: A third threshold no count of younger collections reaches.
+_NEVER: Final = 2**31 - 1
+
+
+def generational() -> bool:
+    """Whether the running collector is the generational one, enabled."""
+    return gc.isenabled() and gc.get_threshold()[2] != 0
+
+
+@contextlib.contextmanager
+def paced_full_collections(interval_s: float | None) -> Iterator[float | None]:
+    """While entered, no automatic full collections (when `interval_s` is set
+    and the collector is generational); yields the interval when that
+    applied, else None. The caller then runs `collect_fully` beside its work."""
+    if interval_s is None or not generational():
+        yield None
+        return
+    saved = gc.get_threshold()
+    gc.set_threshold(saved[0], saved[1], _NEVER)
+    try:
+        yield interval_s
+    finally:
+        gc.set_threshold(*saved)
+
+
+async def collect_fully(
+    interval_s: float, *, task_status: trio.TaskStatus[trio.CancelScope]
+) -> None:
+    """Every `interval_s`, a full collection if anything was promoted since,
+    until the cancel scope it starts with (``await nursery.start(...)``) is
+    cancelled."""
+    with trio.CancelScope() as scope:
+        task_status.started(scope)
+        while True:
+            await trio.sleep(interval_s)
+            if gc.get_count()[2]:  # (middle-generation collections since the last full one)
+                gc.collect()

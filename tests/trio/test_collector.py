@@ -1,0 +1,131 @@
+"""Full garbage collections at a pace while trio-mcp runs trio itself: the
+automatic ones are off, one runs every interval, and all is as it was after."""
+
+from __future__ import annotations
+
+import gc
+import socket
+import subprocess
+import sys
+import time
+import weakref
+
+import pytest
+import trio
+from _support import free_port
+
+from trio_mcp import ServerConfig
+from trio_mcp._trio import _collector
+from trio_mcp._trio._collector import collect_fully, generational, paced_full_collections
+
+pytestmark = pytest.mark.skipif(
+    not generational(), reason="pacing applies to the generational collector only"
+)
+
+
+class Node:
+    """An object in a reference cycle of its own."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+
+def old_cyclic_garbage() -> weakref.ref[Node]:
+    """A cycle promoted to the oldest generation, then dropped: only a full
+    collection frees it."""
+    node = Node()
+    gc.collect(1)  # (what survives a middle-generation collection moves up)
+    gc.collect(1)
+    return weakref.ref(node)
+
+
+def test_pacing_turns_automatic_full_collections_off_until_it_ends() -> None:
+    before = gc.get_threshold()
+    with paced_full_collections(60.0) as pacing:
+        assert pacing == 60.0
+        assert gc.get_threshold()[:2] == before[:2]
+        assert gc.get_threshold()[2] == _collector._NEVER
+        dropped = old_cyclic_garbage()
+        for _ in range(50):
+            gc.collect(1)  # (the middle generation's collections, many: none goes further)
+        assert dropped() is not None
+        gc.collect()
+        assert dropped() is None
+    assert gc.get_threshold() == before
+
+
+def test_none_a_disabled_or_an_incremental_collector_is_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    before = gc.get_threshold()
+    with paced_full_collections(None) as pacing:
+        assert pacing is None and gc.get_threshold() == before
+    gc.disable()
+    try:
+        with paced_full_collections(60.0) as pacing:
+            assert pacing is None and gc.get_threshold() == before
+    finally:
+        gc.enable()
+    monkeypatch.setattr(gc, "get_threshold", lambda: (2000, 10, 0))  # (how 3.14's reads)
+    with paced_full_collections(60.0) as pacing:
+        assert pacing is None
+
+
+async def test_the_paced_collection_frees_old_cycles_within_an_interval() -> None:
+    with paced_full_collections(0.05):
+        dropped = old_cyclic_garbage()
+        gc.collect(1)  # (something was promoted since the last full collection)
+        async with trio.open_nursery() as nursery:
+            collections = await nursery.start(collect_fully, 0.05)
+            with trio.fail_after(5):
+                while dropped() is not None:
+                    await trio.sleep(0.01)
+            collections.cancel()
+
+
+SERVE_AND_REPORT_THRESHOLD = """
+import gc, sys
+from trio_mcp import Response, ServerConfig, run
+
+async def threshold(request):
+    return Response(200, [], repr(gc.get_threshold()).encode())
+
+run(threshold, ServerConfig(port=int(sys.argv[1]), gc_full_interval_s=float(sys.argv[2]) or None))
+"""
+
+
+@pytest.mark.parametrize("interval", [60.0, 0.0])
+def test_run_paces_full_collections_unless_told_not_to(interval: float) -> None:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE_AND_REPORT_THRESHOLD, str(port), str(interval)]
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server did not start"
+                time.sleep(0.05)
+        with sock:
+            sock.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            reply = b""
+            while chunk := sock.recv(4096):
+                reply += chunk
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    third = int(reply.rsplit(b"\r\n\r\n", 1)[1].strip(b"()").split(b",")[2])
+    if interval:
+        assert third == _collector._NEVER
+    else:
+        assert third == gc.get_threshold()[2] != _collector._NEVER
+
+
+def test_the_interval_is_validated() -> None:
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="gc_full_interval_s"):
+            ServerConfig(gc_full_interval_s=bad)
+    assert ServerConfig(gc_full_interval_s=None).gc_full_interval_s is None
