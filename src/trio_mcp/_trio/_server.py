@@ -67,7 +67,7 @@ from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 logger = logging.getLogger("trio_mcp.server")
 
 #: How many overdue connections the sweeper cancels per scheduler batch.
-CANCELS_PER_BATCH: Final = 16
+CANCELS_PER_BATCH: Final = 4
 
 #: The answer when the bodies being received would exceed their budget.
 _BODIES_FULL: Final = (
