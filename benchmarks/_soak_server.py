@@ -4,8 +4,8 @@ broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
     PYTHONPATH=src python benchmarks/_soak_server.py --port P [--idle-timeout 60]
 
 The configuration is the default one but for the session idle timeout (60 s,
-so that a flood of abandoned sessions ends within the run) and a share per
-client of all sessions (the hostile addresses are many).
+so that a flood of abandoned sessions ends within the run), and the process
+runs as ``run`` would: the trio tweaks and the paced full collections.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _suite_server import server as app
 
 from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
+from trio_mcp._trio._collector import collect_fully, paced_full_collections
+from trio_mcp._trio._tweaks import applied as trio_tweaks
+from trio_mcp._trio._tweaks import lean_instruments
 
 BROADCAST_S = 0.05
 
@@ -82,15 +85,17 @@ async def broadcast() -> None:
         app.notify_tools_changed()
 
 
-async def main(port: int, idle_timeout_s: float) -> None:
-    config = MCPConfig(
-        http=ServerConfig(port=port),
-        session_idle_timeout_s=idle_timeout_s,
-    )
+async def main(config: MCPConfig, lean: bool, pacing: float | None) -> None:
+    # What `run` does around the server (a script's run has no statistics
+    # to print): the lean instrument checks, the paced full collections.
+    if lean:
+        lean_instruments()
     async with trio.open_nursery() as nursery:
         server: HTTPServer = await nursery.start(
             lambda task_status: serve_mcp(app, config, task_status=task_status)
         )
+        if pacing is not None:
+            await nursery.start(collect_fully, pacing)
         nursery.start_soon(report, server)
         nursery.start_soon(broadcast)
 
@@ -102,7 +107,12 @@ if __name__ == "__main__":
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    try:
-        trio.run(main, args.port, args.idle_timeout)
-    except KeyboardInterrupt:
-        pass
+    config = MCPConfig(http=ServerConfig(port=args.port), session_idle_timeout_s=args.idle_timeout)
+    with (
+        trio_tweaks(config.http.trio_tweaks) as tweaks,
+        paced_full_collections(config.http.gc_full_interval_s) as pacing,
+    ):
+        try:
+            trio.run(main, config, tweaks.lean_instruments, pacing)
+        except KeyboardInterrupt:
+            pass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
 from hypothesis import given
@@ -9,6 +11,8 @@ from hypothesis import strategies as st
 
 from trio_mcp import MCPError
 from trio_mcp._protocol._jsonrpc import (
+    ID_MAX,
+    ID_MIN,
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -16,6 +20,7 @@ from trio_mcp._protocol._jsonrpc import (
     Notification,
     RPCRequest,
     RPCResponse,
+    _classify_lenient,
     decode_body,
     error_bytes,
     notification_bytes,
@@ -86,6 +91,9 @@ def test_response_from_the_client(body: bytes, result: object, error: object) ->
         (b'{"jsonrpc":"1.0","id":1,"method":"ping"}', INVALID_REQUEST),
         (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', INVALID_REQUEST),
         (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}', INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":-9223372036854775809,"method":"ping"}', INVALID_REQUEST),
+        (b'{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}', INVALID_REQUEST),
         (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', INVALID_REQUEST),
         (b'{"jsonrpc":"2.0","id":[1],"method":"ping"}', INVALID_REQUEST),
         (b'{"jsonrpc":"2.0","id":1,"method":7}', INVALID_REQUEST),
@@ -160,6 +168,23 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=20,
 )
+
+
+@pytest.mark.parametrize("id", [ID_MIN, ID_MAX, 0, -1])
+def test_integer_ids_up_to_64_bits(id: int) -> None:
+    message = one(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % id)
+    assert isinstance(message, RPCRequest) and message.id == id
+
+
+@pytest.mark.parametrize("id", [ID_MIN - 1, ID_MAX + 1, 2**70])
+def test_larger_integer_ids_are_refused_by_every_json_backend(id: int) -> None:
+    """orjson reads them as floats; the standard library's json as integers."""
+    with pytest.raises(MCPError) as info:
+        decode_body(
+            json.dumps({"jsonrpc": "2.0", "id": id, "method": "ping"}).encode(), allow_batch=False
+        )
+    assert info.value.code == INVALID_REQUEST
+    assert _classify_lenient({"jsonrpc": "2.0", "id": id, "method": "ping"}).id is None
 
 
 @given(st.binary(max_size=200))
