@@ -3,7 +3,8 @@
 `dumps` returns bytes (what the socket needs next); `loads` takes bytes.
 orjson is a dependency on CPython; PyPy and free-threaded builds, for which it
 ships no wheels, get the slower standard library with the same behaviour for
-the JSON MCP uses (objects with string keys, no NaN).
+the JSON MCP uses (objects with string keys, no NaN, and integers beyond
+64 bits read as floats, as orjson reads them).
 """
 
 from __future__ import annotations
@@ -18,6 +19,32 @@ except ImportError:  # pragma: no cover - only where orjson has no wheel
 
 USING_ORJSON = orjson is not None
 
+#: The integers orjson reads as integers; beyond, it reads floats.
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+
+
+def stdlib_dumps(obj: Any) -> bytes:
+    """`dumps` where orjson has no wheel."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+def _no_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"invalid constant {name}", name, 0)
+
+
+def _integer(text: str) -> int | float:
+    value = int(text)
+    return value if INT_MIN <= value <= INT_MAX else float(value)
+
+
+def stdlib_loads(data: bytes | bytearray | memoryview | str) -> Any:
+    """`loads` where orjson has no wheel."""
+    if isinstance(data, memoryview):
+        data = bytes(data)
+    return json.loads(data, parse_constant=_no_constant, parse_int=_integer)
+
+
 if TYPE_CHECKING:
     JSONDecodeError = ValueError
 
@@ -31,17 +58,8 @@ elif USING_ORJSON:
     loads = orjson.loads
 else:  # pragma: no cover
     JSONDecodeError = json.JSONDecodeError
-
-    def dumps(obj: Any) -> bytes:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-
-    def _no_constant(name: str) -> Any:
-        raise json.JSONDecodeError(f"invalid constant {name}", name, 0)
-
-    def loads(data: bytes | bytearray | memoryview | str) -> Any:
-        if isinstance(data, memoryview):
-            data = bytes(data)
-        return json.loads(data, parse_constant=_no_constant)
+    dumps = stdlib_dumps
+    loads = stdlib_loads
 
 
 __all__ = ["USING_ORJSON", "JSONDecodeError", "dumps", "loads"]

@@ -19,9 +19,6 @@ from .._errors import MCPError
 from .._json import JSONDecodeError, dumps, loads
 
 # JSON-RPC codes, and the ones MCP defines.
-#: The integer ids a message may carry: those orjson reads as integers.
-ID_MIN: Final = -(2**63)
-ID_MAX: Final = 2**64 - 1
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 METHOD_NOT_FOUND: Final = -32601
@@ -160,9 +157,7 @@ def _classify_lenient(data: object) -> Message | Invalid:
 def _readable_id(data: object) -> RequestId | None:
     if isinstance(data, dict):
         id = dict.get(data, "id")
-        # (not bool; and no larger integers than orjson reads as integers, so
-        # that every JSON backend refuses the same ids: beyond, orjson reads a float)
-        if isinstance(id, str) or (type(id) is int and ID_MIN <= id <= ID_MAX):
+        if isinstance(id, str) or (isinstance(id, int) and not isinstance(id, bool)):
             return id
     return None
 
