@@ -35,6 +35,7 @@ def test_frozen() -> None:
         {"max_connections": 0},
         {"max_connections_per_address": 0},
         {"slow_heads_threshold": 1},
+        {"slow_heads_threshold": 2.5},
         {"max_receiving_bytes": 0},
         {"forwarded_allow_ips": ("10.0.0.0/8", "proxy")},
     ],

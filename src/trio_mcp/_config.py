@@ -56,7 +56,9 @@ class ServerConfig:
         slow_heads_threshold: while more than half this many connections are
             still sending their request heads, the head time limit shortens
             in proportion, down to 1 s at this many, so heads trickled slowly
-            cannot crowd out complete requests.
+            cannot crowd out complete requests; None (the default) is half
+            the connection cap (``max_connections`` as the descriptor limit
+            lowers it), where slow heads begin to threaten it.
         forwarded_allow_ips: the proxies (addresses or networks, such as
             ``127.0.0.1`` or ``10.0.0.0/8``) whose ``Forwarded`` (RFC 7239) or
             ``X-Forwarded-For``/``-Proto``/``-Host`` headers give the client's
@@ -108,7 +110,7 @@ class ServerConfig:
     shutdown_timeout_s: float = 10.0
     max_connections: int | None = None
     max_connections_per_address: int | None = None
-    slow_heads_threshold: int = 512
+    slow_heads_threshold: int | None = None
     forwarded_allow_ips: tuple[str, ...] = ()
     reuse_port: bool = False
     trio_tweaks: bool = True
@@ -122,8 +124,9 @@ class ServerConfig:
             value = getattr(self, name)
             if value is not None and not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be at least 1 (or None), not {value!r}")
-        if not (isinstance(self.slow_heads_threshold, int) and self.slow_heads_threshold >= 2):
-            raise ValueError("slow_heads_threshold must be at least 2")
+        threshold = self.slow_heads_threshold
+        if threshold is not None and not (isinstance(threshold, int) and threshold >= 2):
+            raise ValueError(f"slow_heads_threshold must be at least 2 (or None), not {threshold}")
         for proxy in self.forwarded_allow_ips:
             try:
                 ipaddress.ip_network(proxy.strip(), strict=False)

@@ -4,6 +4,7 @@ heads are slow. Refusals are 503 with Retry-After, before any task runs."""
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import resource
 import subprocess
@@ -12,11 +13,21 @@ import sys
 import pytest
 import trio
 from _support import Client, free_port
+from hypothesis import given
+from hypothesis import strategies as st
 
 from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
 from trio_mcp._http._addresses import address_group
-from trio_mcp._trio._quotas import ConnectionQuota, connection_cap, head_limit
+from trio_mcp._http._connection import HTTP11Connection
+from trio_mcp._trio._connection import Connection
+from trio_mcp._trio._quotas import (
+    ConnectionQuota,
+    connection_cap,
+    head_limit,
+    slow_heads_threshold,
+)
 from trio_mcp._trio._server import CANCELS_PER_BATCH
+from trio_mcp._trio._socketio import interrupt_wakes_readers
 
 GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
@@ -57,11 +68,42 @@ def test_address_groups() -> None:
     assert address_group("/run/mcp.sock") == "/run/mcp.sock"
 
 
+def group_by_parsing(host: str) -> str:
+    """`address_group` as it reads, with no shortcut for IPv4 text."""
+    try:
+        address = ipaddress.ip_address(host.split("%", 1)[0])
+    except ValueError:
+        return host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    return str(address)
+
+
+@given(
+    st.one_of(
+        st.ip_addresses().map(str),
+        st.ip_addresses(v=4).map(lambda a: str(a) + "%x"),
+        st.text(alphabet="0123456789.:%abcdefx/ ", max_size=24),
+        st.text(max_size=24),
+    )
+)
+def test_the_ipv4_shortcut_groups_as_parsing_does(host: str) -> None:
+    assert address_group(host) == group_by_parsing(host)
+
+
 def test_the_cap_stays_below_the_descriptor_limit() -> None:
     assert connection_cap(ServerConfig(), limit=1024) == 1024 - 102
     assert connection_cap(ServerConfig(), limit=300) == 300 - 64
     assert connection_cap(ServerConfig(max_connections=100), limit=1024) == 100
     assert connection_cap(ServerConfig(max_connections=10**6), limit=1024) == 922
+
+
+def test_the_slow_heads_threshold_is_half_the_cap_by_default() -> None:
+    assert slow_heads_threshold(ServerConfig(), cap=18_000) == 9_000
+    assert slow_heads_threshold(ServerConfig(), cap=3) == 2
+    assert slow_heads_threshold(ServerConfig(slow_heads_threshold=512), cap=18_000) == 512
 
 
 def test_a_quota_counts_per_address_group() -> None:
@@ -138,18 +180,21 @@ async def test_slow_heads_get_a_shorter_limit_under_pressure(nursery: trio.Nurse
         await client.stream.aclose()
 
 
-class CancelsPerBatch(trio.abc.Instrument):
-    """How many of `timers` have been cancelled, at each scheduler batch's end."""
+class EndingsPerBatch(trio.abc.Instrument):
+    """How many of `connections` have been told to end (interrupted or
+    cancelled), at each scheduler batch's end."""
 
-    def __init__(self, timers: list[trio.CancelScope]) -> None:
-        self.timers = timers
+    def __init__(self, connections: list[Connection]) -> None:
+        self.connections = connections
         self.counts: list[int] = []
 
     def before_io_wait(self, timeout: float) -> None:
-        self.counts.append(sum(timer.cancel_called for timer in self.timers))
+        self.counts.append(
+            sum(conn.overdue or conn.timer.cancel_called for conn in self.connections)
+        )
 
 
-async def test_the_sweeper_cancels_a_few_overdue_connections_per_batch(
+async def test_the_sweeper_ends_a_few_overdue_connections_per_batch(
     nursery: trio.Nursery,
 ) -> None:
     """Forty heads due in one tick end over several scheduler batches, so that
@@ -161,7 +206,7 @@ async def test_the_sweeper_cancels_a_few_overdue_connections_per_batch(
     with trio.fail_after(5):
         while len(server._connections) < 40:
             await trio.sleep(0.01)
-    counts = CancelsPerBatch([conn.timer for conn in server._connections])
+    counts = EndingsPerBatch(list(server._connections))
     trio.lowlevel.add_instrument(counts)
     try:
         with trio.fail_after(5):
@@ -172,8 +217,52 @@ async def test_the_sweeper_cancels_a_few_overdue_connections_per_batch(
     steps = [after - before for before, after in itertools.pairwise(counts.counts)]
     assert counts.counts[-1] == 40
     assert max(steps) <= CANCELS_PER_BATCH
+    if interrupt_wakes_readers():  # (each head was interrupted: no cancel, no exception)
+        assert not any(conn.timer.cancel_called for conn in counts.connections)
     for client in slow:
         await client.stream.aclose()
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.interrupts = 0
+
+    def interrupt(self) -> None:
+        self.interrupts += 1
+
+    def send_nowait(self, data: bytes) -> int:
+        return len(data)
+
+    def close(self) -> None:
+        pass
+
+
+def connection_in(phase_bytes: bytes, socket: FakeSocket | None) -> Connection:
+    http = HTTP11Connection(ServerConfig())
+    http.receive_data(phase_bytes)
+    http.next_event()
+    return Connection(http, trio.CancelScope(), socket)
+
+
+async def test_an_overdue_head_is_interrupted_once_then_cancelled() -> None:
+    """The sweeper's first word to an overdue head over a socket is an
+    interrupt; a head still there at the next tick is cancelled."""
+    socket = FakeSocket()
+    conn = connection_in(b"GET / HTTP/1.1\r\nHost: x\r\n", socket)
+    conn.end_overdue()
+    assert (socket.interrupts, conn.overdue, conn.timer.cancel_called) == (1, True, False)
+    conn.end_overdue()
+    assert (socket.interrupts, conn.timer.cancel_called) == (1, True)
+
+
+@pytest.mark.parametrize("socket", [None, FakeSocket()], ids=["no socket", "socket"])
+async def test_other_overdue_phases_are_cancelled(socket: FakeSocket | None) -> None:
+    """Only a head is interrupted: an idle connection (or one without an
+    interruptible socket) is cancelled at once."""
+    conn = connection_in(b"" if socket is not None else b"GET / HTTP/1.1\r\n", socket)
+    conn.end_overdue()
+    assert conn.timer.cancel_called and not conn.overdue
+    assert socket is None or socket.interrupts == 0
 
 
 SERVE_WITH_FEW_DESCRIPTORS = """

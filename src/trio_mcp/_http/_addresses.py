@@ -18,6 +18,11 @@ IPV6_GROUP_BITS: Final = 64
 def address_group(host: str) -> str:
     """The key a quota counts `host` (an IP address as text) under; anything
     that is not an IP address (a Unix socket's path, say) is its own key."""
+    if ":" not in host and "%" not in host:
+        # An IPv4 address as the kernel writes it is already its own key, and
+        # no other text without these is an IP address (per connection: the
+        # accept loop calls this for every one).
+        return host
     try:
         address = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:

@@ -11,4 +11,4 @@ cdef class DateCache:
 @cython.final
 cdef class Connection:
     cdef public HTTP11Connection http
-    cdef public object timer, limit, since, waiting_idle, answering, holding
+    cdef public object timer, socket, limit, since, waiting_idle, answering, holding, overdue

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import trio
 
-from .._http._connection import HTTP11Connection
+from .._http._connection import HEAD, HTTP11Connection
 
 
 class DateCache:
@@ -77,6 +77,14 @@ class Answering(Protocol):
     async def watch_peer(self) -> None: ...
 
 
+class Interruptible(Protocol):
+    """A byte stream the sweeper can end a head on without a cancel (`SocketIO`)."""
+
+    def interrupt(self) -> None: ...
+    def send_nowait(self, data: bytes) -> int: ...
+    def close(self) -> None: ...
+
+
 class Connection:
     """Book-keeping the server needs for one connection: time limit and drain.
 
@@ -90,13 +98,34 @@ class Connection:
     `answering` is the writer of the deferred answer being produced, if any:
     the sweeper starts watching the client of one that is still running at
     its second look (`ConnectionWriter.watch_peer`).
+
+    A connection over a socket that can be interrupted (`socket`) ends an
+    overdue head without a cancel (`end_overdue`): a cancel unwinds the
+    connection task's stack with an exception and runs its ending through
+    two more cancel scopes, and a slowloris makes thousands of such endings.
     """
 
-    __slots__ = ("http", "timer", "limit", "since", "waiting_idle", "answering", "holding")
+    __slots__ = (
+        "http",
+        "timer",
+        "socket",
+        "limit",
+        "since",
+        "waiting_idle",
+        "answering",
+        "holding",
+        "overdue",
+    )
 
-    def __init__(self, http: HTTP11Connection, timer: trio.CancelScope) -> None:
+    def __init__(
+        self,
+        http: HTTP11Connection,
+        timer: trio.CancelScope,
+        socket: Interruptible | None = None,
+    ) -> None:
         self.http = http
         self.timer = timer
+        self.socket = socket
         self.limit = inf
         self.since: float | None = None
         #: True while blocked reading the first byte of a next request.
@@ -105,11 +134,27 @@ class Connection:
         #: The bytes of the bodies' budget this connection holds (its body is
         #: being received).
         self.holding = 0
+        #: The sweeper interrupted its head: the connection task answers 408
+        #: when its read ends.
+        self.overdue = False
 
     def limit_phase(self, seconds: float) -> None:
         """A new phase begins that may take `seconds` (inf: no limit)."""
         self.limit = seconds
         self.since = None
+
+    def end_overdue(self) -> None:
+        """End a connection whose phase has passed its limit (the sweeper
+        calls this): a head still arriving over an interruptible socket is
+        interrupted, its read ends as if at end of stream and the task answers
+        408 (`overdue`); anything else, or a head still there at the next
+        tick, has its scope cancelled."""
+        socket = self.socket
+        if socket is not None and not self.overdue and self.http.phase is HEAD:
+            self.overdue = True
+            socket.interrupt()
+        else:
+            self.timer.cancel()
 
     def drain(self) -> None:
         self.http.draining = True

@@ -123,6 +123,18 @@ def refuse(sock: socket.socket) -> None:
     sock.close()
 
 
+def slow_heads_threshold(config: ServerConfig, cap: int) -> int:
+    """How many connections still sending their heads bring the shortest
+    head limit: ``config.slow_heads_threshold``, or half the connection `cap`.
+
+    Shortening sooner makes a slowloris that reconnects at once cost more,
+    not less: each head dropped early is made again, and accepting and
+    dropping one costs far more than one more trickled line."""
+    if config.slow_heads_threshold is not None:
+        return config.slow_heads_threshold
+    return max(2, cap // 2)
+
+
 def head_limit(waiting: int, threshold: int, head_timeout_s: float) -> float:
     """The head time limit while `waiting` connections are still sending
     their heads: the full limit up to half the `threshold`, then shorter in

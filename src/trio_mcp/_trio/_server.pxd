@@ -11,3 +11,4 @@ cdef class HTTPServer:
     cdef public object _connections_total, _requests_total, _shutdown, timeout_tick_s
     cdef public DateCache _dates
     cdef public object _batch, _watchers, quota, _refused, _head_limit, _heads_waiting
+    cdef public object _slow_heads, _interruptible

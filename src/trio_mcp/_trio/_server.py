@@ -50,14 +50,15 @@ from .._http._handler import (
 )
 from .._speedups import USING_EXTENSIONS
 from ._collector import collect_fully, paced_full_collections
-from ._connection import ByteStream, Connection, DateCache
-from ._quotas import ConnectionQuota, head_limit, refuse
+from ._connection import ByteStream, Connection, DateCache, Interruptible
+from ._quotas import ConnectionQuota, head_limit, refuse, slow_heads_threshold
 from ._socketio import (
     RESOURCE_ERRNOS,
     BatchEndSender,
     SocketIO,
     bind_listeners,
     close_listener,
+    interrupt_wakes_readers,
 )
 from ._tasks import spawn
 from ._tweaks import applied as trio_tweaks
@@ -66,7 +67,7 @@ from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 logger = logging.getLogger("trio_mcp.server")
 
-#: How many overdue connections the sweeper cancels per scheduler batch.
+#: How many overdue connections the sweeper ends per scheduler batch.
 CANCELS_PER_BATCH: Final = 4
 
 #: The answer when the bodies being received would exceed their budget.
@@ -75,23 +76,23 @@ _BODIES_FULL: Final = (
     b"content-type: text/plain; charset=utf-8\r\ncontent-length: 29\r\n"
     b"connection: close\r\n\r\ntoo many bodies being received"
 )
+_HEAD_TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
 
 
-async def _cancel_gradually(timers: list[trio.CancelScope]) -> None:
-    """Cancel `timers`, `CANCELS_PER_BATCH` per scheduler batch.
+async def _end_gradually(overdue: list[Connection]) -> None:
+    """End the `overdue` connections, `CANCELS_PER_BATCH` per scheduler batch.
 
-    Each cancelled connection runs its ending (an exception through its
-    stack, a 408, a close) in the batch after its cancel: a few at a time, so
-    that a thousand slow heads due in one tick do not make one batch that
-    every other request waits behind.
+    Each connection runs its ending (a 408, a close) in the batch after it is
+    told to end: a few at a time, so that a thousand slow heads due in one
+    tick do not make one batch that every other request waits behind.
     """
-    while timers:
-        for timer in timers[-CANCELS_PER_BATCH:]:
-            timer.cancel()
-        del timers[-CANCELS_PER_BATCH:]
+    while overdue:
+        for conn in overdue[-CANCELS_PER_BATCH:]:
+            conn.end_overdue()
+        del overdue[-CANCELS_PER_BATCH:]
         await trio.lowlevel.checkpoint()
 
 
@@ -131,6 +132,8 @@ class HTTPServer:
         "_refused",
         "_head_limit",
         "_heads_waiting",
+        "_slow_heads",
+        "_interruptible",
         "timeout_tick_s",
     )
 
@@ -163,6 +166,10 @@ class HTTPServer:
         #: number of connections still sending their heads, at the last tick.
         self._head_limit = config.head_timeout_s
         self._heads_waiting = 0
+        self._slow_heads = slow_heads_threshold(config, self.quota.cap)
+        #: Whether an overdue head's socket can be interrupted instead of
+        #: its connection cancelled (`Connection.end_overdue`).
+        self._interruptible = interrupt_wakes_readers()
         shortest = min(
             config.idle_timeout_s,
             config.head_timeout_s,
@@ -213,12 +220,12 @@ class HTTPServer:
             while True:
                 await trio.sleep(tick)
                 dates.refresh()
-                await _cancel_gradually(self._check_limits(trio.current_time()))
+                await _end_gradually(self._check_limits(trio.current_time()))
 
-    def _check_limits(self, now: float) -> list[trio.CancelScope]:
+    def _check_limits(self, now: float) -> list[Connection]:
         """Note the phases begun since the last tick and watch long answers;
-        the timers of the connections whose limit has passed."""
-        overdue: list[trio.CancelScope] = []
+        the connections whose limit has passed."""
+        overdue: list[Connection] = []
         watchers = self._watchers
         shortened = self._head_limit
         heads = 0
@@ -231,7 +238,7 @@ class HTTPServer:
             if since is None:
                 conn.since = now  # a phase begun since the last tick
             elif now - since >= limit:
-                overdue.append(conn.timer)
+                overdue.append(conn)
             writer = conn.answering
             if writer is not None and not writer.watched:
                 # An answer seen running at two ticks takes long: watch its
@@ -243,7 +250,7 @@ class HTTPServer:
                     spawn(watchers, "a client watch", writer.watch_peer)
         self._heads_waiting = heads
         config = self.config
-        self._head_limit = head_limit(heads, config.slow_heads_threshold, config.head_timeout_s)
+        self._head_limit = head_limit(heads, self._slow_heads, config.head_timeout_s)
         return overdue
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
@@ -322,7 +329,7 @@ class HTTPServer:
             except OSError:
                 sock.close()  # reset before we got to it
                 return
-            await self._serve(io, host)
+            await self._serve(io, host, io if self._interruptible else None)
         finally:
             self.quota.leave(group)
 
@@ -333,7 +340,9 @@ class HTTPServer:
         """
         await self._serve(stream)
 
-    async def _serve(self, stream: ByteStream, client: str = "") -> None:
+    async def _serve(
+        self, stream: ByteStream, client: str = "", socket: Interruptible | None = None
+    ) -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
         http.client = client
@@ -341,7 +350,7 @@ class HTTPServer:
         if trust and trust.trusts(client):
             http.proxy = trust
         timer = trio.CancelScope()
-        conn = Connection(http, timer)
+        conn = Connection(http, timer, socket)
         self._connections.add(conn)
         if self._shutdown.is_set():
             http.draining = True
@@ -349,26 +358,13 @@ class HTTPServer:
         try:
             with timer:
                 peer_gone = await self._converse(stream, conn)
-            if timer.cancelled_caught and http.phase in (HEAD, BODY):
-                peer_gone = False
-                with trio.move_on_after(_LINGER_S):
-                    await _send_quietly(
-                        stream,
-                        http.error_response(
-                            RemoteProtocolError("request took too long to arrive", 408),
-                            self._dates.get(),
-                        ),
-                    )
+            peer_gone = await _answer_overdue(stream, conn, peer_gone, self._dates)
         finally:
             self._connections.discard(conn)
             conn.answering = None  # (a writer that refers back to it)
             if conn.holding:
                 self.quota.give_body(conn.holding)
-            with trio.CancelScope(shield=True):
-                if peer_gone or (timer.cancelled_caught and http.phase is IDLE):
-                    await _close_quietly(stream)
-                else:
-                    await _lingering_close(stream)
+            await _close(stream, conn, peer_gone)
 
     async def _converse(self, stream: ByteStream, conn: Connection) -> bool:
         """Read requests and answer them in order until the connection must close.
@@ -426,6 +422,8 @@ class HTTPServer:
                     data = await receive_some(chunk_size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
+                if not data and conn.overdue:
+                    return False  # (`_serve` answers the interrupted head)
                 conn.waiting_idle = False
                 receive_data(data)
                 continue
@@ -542,6 +540,41 @@ async def _send_streaming(
         if isinstance(body, AsyncGenerator):
             with trio.CancelScope(shield=True):
                 await body.aclose()
+
+
+async def _answer_overdue(
+    stream: ByteStream, conn: Connection, peer_gone: bool, dates: DateCache
+) -> bool:
+    """After a connection's conversation: a 408 if its head or body took too
+    long. Whether to close at once (True) rather than linger."""
+    http = conn.http
+    socket = conn.socket
+    if conn.overdue and socket is not None and http.phase is HEAD:
+        # The sweeper interrupted a head that took too long: what the kernel
+        # takes of the 408 goes now, and the socket closes with no lingering
+        # (a client still sending may see a reset; one that trickles its head
+        # is not owed more).
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            socket.send_nowait(http.error_response(_HEAD_TOO_SLOW, dates.get()))
+        return True
+    if conn.timer.cancelled_caught and http.phase in (HEAD, BODY):
+        with trio.move_on_after(_LINGER_S):
+            await _send_quietly(stream, http.error_response(_HEAD_TOO_SLOW, dates.get()))
+        return False
+    return peer_gone
+
+
+async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
+    """A connection's end: `at_once`, or after its last answer is read."""
+    socket = conn.socket
+    if at_once and socket is not None:
+        socket.close()  # (with no scope and no wait: nothing to wait for)
+        return
+    with trio.CancelScope(shield=True):
+        if at_once or (conn.timer.cancelled_caught and conn.http.phase is IDLE):
+            await _close_quietly(stream)
+        else:
+            await _lingering_close(stream)
 
 
 async def _send_quietly(stream: ByteStream, data: bytes) -> None:

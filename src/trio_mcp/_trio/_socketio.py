@@ -56,6 +56,8 @@ The measurements behind each choice are in benchmarks/README.md.
 from __future__ import annotations
 
 import errno
+import functools
+import select
 import socket
 from collections.abc import Awaitable, Callable
 from math import inf
@@ -277,16 +279,21 @@ class SocketIO:
             try:
                 data = sock.recv(max_bytes)
             except BlockingIOError:
-                self._unyielded = 0
-                await wait_readable(sock)
-                continue
+                # (waited for outside the handler: a coroutine suspended in an
+                # except clause keeps the exception, its traceback and a
+                # frame alive, four objects more per waiting connection)
+                pass
             except OSError as exc:
                 raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
-            self._unyielded += 1
-            if self._unyielded >= _YIELD_EVERY:
-                self._unyielded = 0
-                await checkpoint()
-            return data
+            else:
+                break
+            self._unyielded = 0
+            await wait_readable(sock)
+        self._unyielded += 1
+        if self._unyielded >= _YIELD_EVERY:
+            self._unyielded = 0
+            await checkpoint()
+        return data
 
     async def send_all(self, data: bytes) -> None:
         """Send every byte of `data`, waiting for the socket as needed."""
@@ -369,6 +376,15 @@ class SocketIO:
             raise trio.BrokenResourceError(f"shutdown failed: {exc}") from exc
         await checkpoint()
 
+    def interrupt(self) -> None:
+        """End the reading side, from any task: a waiting `receive_some`
+        wakes and, once what had arrived is read, returns ``b""``; sending
+        still works. Only where `interrupt_wakes_readers()`."""
+        try:
+            self.sock.shutdown(socket.SHUT_RD)
+        except OSError:
+            pass  # (the peer reset it, or it is closed: its reader wakes anyway)
+
     def close(self) -> None:
         """Close now, from any task: a task waiting on the socket gets
         ``trio.ClosedResourceError``, and every later call too."""
@@ -381,6 +397,25 @@ class SocketIO:
     async def aclose(self) -> None:
         self.close()
         await checkpoint()
+
+
+@functools.cache
+def interrupt_wakes_readers() -> bool:
+    """Whether `SocketIO.interrupt` works here: ``shutdown(SHUT_RD)`` wakes
+    a reader and reads as end of stream (Linux does; checked once, not
+    assumed)."""
+    try:
+        a, b = socket.socketpair()
+    except OSError:
+        return False
+    with a, b:
+        try:
+            a.setblocking(False)
+            a.shutdown(socket.SHUT_RD)
+            readable, _, _ = select.select([a], [], [], 0)
+            return bool(readable) and a.recv(1) == b""
+        except OSError:
+            return False
 
 
 async def bind_listeners(config: ServerConfig) -> list[socket.socket]:
