@@ -95,6 +95,39 @@ async def test_a_2026_request_is_cancelled_when_its_client_goes(start_mcp) -> No
     assert open_fds() <= fds
 
 
+class Watches(trio.abc.Instrument):
+    """How many client watches (`ConnectionWriter.watch_peer`) are started."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        frame = getattr(task.coro, "cr_frame", None)  # (`spawn`'s guard is plain Python)
+        if frame is not None and frame.f_locals.get("what") == "a client watch":
+            self.started += 1
+
+
+async def test_a_client_gone_before_the_sweeper_looks_needs_no_watch(start_mcp) -> None:
+    """The sweeper's second look at a long answer finds its client gone
+    without waiting, and ends the answer with no watching task."""
+    hanging = Hanging()
+    server = await start_mcp(hanging.app, http=QUICK_TICKS)
+    port = server.ports[0]
+    watches = Watches()
+    trio.lowlevel.add_instrument(watches)
+    try:
+        for id in range(CALLS):
+            body = modern_body("tools/call", {"name": "hang", "arguments": {}}, id=id)
+            await post_and_vanish(
+                port, mcp_post(body, version="2026-07-28", extra=modern_headers(body))
+            )
+        await hanging.until(lambda: hanging.started == CALLS, "all calls running")
+        await hanging.until(lambda: hanging.running == 0, "every call cancelled")
+    finally:
+        trio.lowlevel.remove_instrument(watches)
+    assert watches.started == 0
+
+
 async def test_a_stateless_request_is_cancelled_when_its_client_goes(start_mcp) -> None:
     hanging = Hanging()
     server = await start_mcp(hanging.app, http=QUICK_TICKS, stateless=True)

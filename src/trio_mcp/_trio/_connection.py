@@ -74,6 +74,7 @@ class Answering(Protocol):
     #: Someone watches the answer's client already.
     watched: bool
 
+    def peer_gone_already(self) -> bool: ...
     async def watch_peer(self) -> None: ...
 
 

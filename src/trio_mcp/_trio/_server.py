@@ -247,7 +247,8 @@ class HTTPServer:
                     writer.seen = True
                 elif watchers is not None:
                     writer.watched = True
-                    spawn(watchers, "a client watch", writer.watch_peer)
+                    if not writer.peer_gone_already():
+                        spawn(watchers, "a client watch", writer.watch_peer)
         self._heads_waiting = heads
         config = self.config
         self._head_limit = head_limit(heads, self._slow_heads, config.head_timeout_s)

@@ -218,6 +218,24 @@ class ConnectionWriter:
         stream = self._stream
         return stream.wait_peer if type(stream) is SocketIO else None
 
+    def peer_gone_already(self) -> bool:
+        """Whether the client has gone (closed its end or reset) by now, seen
+        without waiting; if so the answer is ended as `watch_peer` ends it.
+        The sweeper asks this before it starts a watch: a client that sent
+        its call and left at once needs no watching task."""
+        stream = self._stream
+        if type(stream) is not SocketIO:
+            return False
+        try:
+            gone = not stream.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            gone = True
+        if gone:
+            self._peer_gone()
+        return gone
+
     async def watch_peer(self) -> None:
         """Run by the server while this answer is produced: when the client
         closes its end or resets, end the answer (`outlives_peer`). Bytes the
@@ -246,12 +264,20 @@ class ConnectionWriter:
                 except OSError:
                     gone = True
                 break
-        if gone and not self.broken:
-            self.broken = True
-            if self.outlives_peer:
-                stream.close()  # (the fd is free now; the answer's writes are dropped)
-            else:
-                self._conn.timer.cancel()
+        if gone:
+            self._peer_gone()
+
+    def _peer_gone(self) -> None:
+        """The client has gone: free its socket now if the answer outlives it
+        (a 2025 session's), else cancel the answer with its connection."""
+        if self.broken:
+            return
+        self.broken = True
+        stream = self._stream
+        if self.outlives_peer and type(stream) is SocketIO:
+            stream.close()  # (the fd is free now; the answer's writes are dropped)
+        else:
+            self._conn.timer.cancel()
 
     def finished(self) -> None:
         """The answer's handler has returned: the sweeper no longer sees it
