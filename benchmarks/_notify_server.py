@@ -69,8 +69,15 @@ def main(argv: list[str] | None = None) -> None:
     logger = logging.getLogger("notify_server")
     logger.info("RLIMIT_NOFILE %d", raise_nofile())
     log_full_collections(logger)
-    http = ServerConfig(host=args.host, port=args.port, backlog=args.backlog)
-    run_mcp(server, MCPConfig(http=http, max_sessions=args.max_sessions))
+    # The one client of memory_streams.py holds every session and stream: its
+    # shares are the whole (the connection cap still applies).
+    http = ServerConfig(
+        host=args.host, port=args.port, backlog=args.backlog, max_connections_per_address=1 << 20
+    )
+    config = MCPConfig(
+        http=http, max_sessions=args.max_sessions, max_sessions_per_client=args.max_sessions
+    )
+    run_mcp(server, config)
 
 
 if __name__ == "__main__":
