@@ -27,7 +27,9 @@ expire. It reports the well-behaved clients' calls per second, p99 and errors
 descriptors and tasks over time, and checks the goals of issue 22: the server
 never exits, no errors, a loaded p99 at most 2x the unloaded one, RSS at the
 end within 10% of its value after warm-up, file descriptors and tasks back to
-their starting counts.
+their starting counts. Beside the goals it reports RSS one minute into the
+attack and at its end, which tells growth from the allocator's high-water
+mark.
 """
 
 from __future__ import annotations
@@ -345,6 +347,7 @@ def main(argv: list[str] | None = None) -> int:
             for run in benches(port, hostile_s - 10, tmp, "loaded", args.rate):
                 run.wait(timeout=hostile_s + 300)
             output, _ = attacker.communicate(timeout=300)
+            attack_end = log.last()
             loaded = results(tmp, "loaded")
             attack = json.loads(output.strip().splitlines()[-1]) if output.strip() else {}
         time.sleep(args.idle_timeout + 45)  # abandoned sessions expire, sweeps free them
@@ -365,6 +368,15 @@ def main(argv: list[str] | None = None) -> int:
         "fds_back": end["fds"] <= start["fds"],
         "tasks_back": end["tasks"] <= start["tasks"],
     }
+    # Not one of issue 22's goals, but what tells growth from a high-water
+    # mark: RSS one minute into the attack against RSS at its end.
+    minute_in = next((line for line in log.lines if line["t"] >= warm["t"] + 60), attack_end)
+    rss_under_attack = {
+        "after_1_min_mb": minute_in["rss_mb"],
+        "at_the_end_mb": attack_end["rss_mb"],
+        "within_10pct": abs(attack_end["rss_mb"] - minute_in["rss_mb"])
+        <= 0.1 * minute_in["rss_mb"],
+    }
     report = {
         "minutes": args.minutes,
         "rate": args.rate,
@@ -372,7 +384,8 @@ def main(argv: list[str] | None = None) -> int:
         "loaded": loaded,
         "p99_ratio": ratios,
         "attack": attack,
-        "server": {"start": start, "after_warmup": warm, "end": end},
+        "server": {"start": start, "after_warmup": warm, "attack_end": attack_end, "end": end},
+        "rss_under_attack": rss_under_attack,
         "timeline": log.lines[::10],
         "checks": checks,
     }
