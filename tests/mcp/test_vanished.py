@@ -79,11 +79,9 @@ async def post_and_vanish(port: int, data: bytes) -> None:
     await client.stream.aclose()
 
 
-async def test_a_2026_request_is_cancelled_when_its_client_goes(start_mcp) -> None:
-    hanging = Hanging()
-    server = await start_mcp(hanging.app, http=QUICK_TICKS)
-    port = server.ports[0]
-    fds = open_fds()
+async def vanish_from_2026_calls(port: int, hanging: Hanging) -> None:
+    """`CALLS` hanging 2026 calls whose clients go at once; until all are
+    running, then until every one is cancelled."""
     for id in range(CALLS):
         body = modern_body("tools/call", {"name": "hang", "arguments": {}}, id=id)
         await post_and_vanish(
@@ -91,6 +89,14 @@ async def test_a_2026_request_is_cancelled_when_its_client_goes(start_mcp) -> No
         )
     await hanging.until(lambda: hanging.started == CALLS, "all calls running")
     await hanging.until(lambda: hanging.running == 0, "every call cancelled")
+
+
+async def test_a_2026_request_is_cancelled_when_its_client_goes(start_mcp) -> None:
+    hanging = Hanging()
+    server = await start_mcp(hanging.app, http=QUICK_TICKS)
+    port = server.ports[0]
+    fds = open_fds()
+    await vanish_from_2026_calls(port, hanging)
     await hanging.until(lambda: server.statistics().connections_open == 0, "connections gone")
     assert open_fds() <= fds
 
@@ -116,13 +122,7 @@ async def test_a_client_gone_before_the_sweeper_looks_needs_no_watch(start_mcp) 
     watches = Watches()
     trio.lowlevel.add_instrument(watches)
     try:
-        for id in range(CALLS):
-            body = modern_body("tools/call", {"name": "hang", "arguments": {}}, id=id)
-            await post_and_vanish(
-                port, mcp_post(body, version="2026-07-28", extra=modern_headers(body))
-            )
-        await hanging.until(lambda: hanging.started == CALLS, "all calls running")
-        await hanging.until(lambda: hanging.running == 0, "every call cancelled")
+        await vanish_from_2026_calls(port, hanging)
     finally:
         trio.lowlevel.remove_instrument(watches)
     assert watches.started == 0
