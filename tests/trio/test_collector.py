@@ -45,8 +45,7 @@ def test_pacing_turns_automatic_full_collections_off_until_it_ends() -> None:
     before = gc.get_threshold()
     with paced_full_collections(60.0) as pacing:
         assert pacing == 60.0
-        assert gc.get_threshold()[:2] == before[:2]
-        assert gc.get_threshold()[2] == _collector._NEVER
+        assert gc.get_threshold() == (before[0], _collector._MIDDLE_EVERY, _collector._NEVER)
         dropped = old_cyclic_garbage()
         for _ in range(50):
             gc.collect(1)  # (the middle generation's collections, many: none goes further)

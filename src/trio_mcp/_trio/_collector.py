@@ -9,10 +9,16 @@ go, so under churn it ran one nearly every second, each long enough to hold
 every request behind it (benchmarks/README.md, "Garbage collection").
 
 `paced_full_collections` turns the automatic full collections off for the
-length of a run (the younger generations are collected as before), and
-`collect_fully` runs one every interval when younger collections have
-promoted anything since the last. Cyclic garbage that reaches the oldest
-generation then waits up to an interval to be freed.
+length of a run, and `collect_fully` runs one every interval when younger
+collections have promoted anything since the last. Cyclic garbage that
+reaches the oldest generation then waits up to an interval to be freed.
+
+It also collects the middle generation more often (every second young
+collection instead of every tenth): the same work, in pauses a fifth as
+long. The young generation's count is net of deaths, old objects' included,
+so while connections come and go as fast as they die, the young and middle
+lists grow far past their thresholds, and a middle collection of 60,000
+objects held every request behind it for 10-50 ms.
 
 Process-wide, so applied only where trio-mcp owns the process's trio run
 (``run``, ``run_mcp``, ``trio-mcp run``), and only on the generational
@@ -31,6 +37,8 @@ import trio
 
 #: A third threshold no count of younger collections reaches.
 _NEVER: Final = 2**31 - 1
+#: Young collections per middle-generation collection, while paced.
+_MIDDLE_EVERY: Final = 2
 
 
 def generational() -> bool:
@@ -40,14 +48,15 @@ def generational() -> bool:
 
 @contextlib.contextmanager
 def paced_full_collections(interval_s: float | None) -> Iterator[float | None]:
-    """While entered, no automatic full collections (when `interval_s` is set
-    and the collector is generational); yields the interval when that
-    applied, else None. The caller then runs `collect_fully` beside its work."""
+    """While entered, no automatic full collections and more frequent middle
+    ones (when `interval_s` is set and the collector is generational);
+    yields the interval when that applied, else None. The caller then runs
+    `collect_fully` beside its work."""
     if interval_s is None or not generational():
         yield None
         return
     saved = gc.get_threshold()
-    gc.set_threshold(saved[0], saved[1], _NEVER)
+    gc.set_threshold(saved[0], min(saved[1], _MIDDLE_EVERY), _NEVER)
     try:
         yield interval_s
     finally:
