@@ -57,11 +57,17 @@ def free_port() -> int:
         return port
 
 
-def wait_until_accepting(port: int, proc: subprocess.Popen[bytes], limit_s: float) -> None:
+def wait_until_accepting(
+    port: int, proc: subprocess.Popen[bytes], limit_s: float, log: Path
+) -> None:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"the server exited early (status {proc.returncode})")
+            # (the server's own last lines, without valgrind's "==pid==" ones:
+            # a stale compiled build, say, is refused with a message there)
+            lines = log.read_text(errors="replace").splitlines()
+            said = "\n".join([line for line in lines if not line.startswith("==")][-15:])
+            raise SystemExit(f"the server exited early (status {proc.returncode}):\n{said}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return
@@ -112,6 +118,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     with tempfile.TemporaryDirectory(prefix="trio-mcp-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
+        log = Path(tmp) / "server.log"
         server = subprocess.Popen(
             [
                 "valgrind",
@@ -124,10 +131,10 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
             ],
             env={**env, "TRIO_MCP_REQUIRE_EXTENSIONS": "1"},
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=log.open("wb"),
         )
         try:
-            wait_until_accepting(port, server, limit_s=300)
+            wait_until_accepting(port, server, limit_s=300, log=log)
             if args.warmup:
                 bench(args, port, args.warmup, env, Path(tmp))
             zero, dump = (
