@@ -127,3 +127,25 @@ async def test_the_read_after_an_answer_lets_other_tasks_run(pair) -> None:
         assert turns[0] - before >= 15  # about one turn for it per read
         nursery.cancel_scope.cancel()
     assert waits[0] == 0
+
+
+async def test_a_waiting_read_keeps_no_exception_alive() -> None:
+    """A read that found nothing waits outside its BlockingIOError handler: a
+    coroutine suspended in an except clause keeps the exception, its
+    traceback and a frame alive for as long as the connection waits."""
+    import gc
+
+    pairs = [socket.socketpair() for _ in range(10)]
+    try:
+        async with trio.open_nursery() as nursery:
+            for ours, _ in pairs:
+                nursery.start_soon(SocketIO(ours).receive_some, 100)
+            await trio.testing.wait_all_tasks_blocked()
+            held = [o for o in gc.get_objects() if isinstance(o, BlockingIOError)]
+            for _, peer in pairs:
+                peer.send(b"x")
+        assert held == []
+    finally:
+        for ours, peer in pairs:
+            ours.close()
+            peer.close()

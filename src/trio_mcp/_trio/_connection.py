@@ -100,7 +100,7 @@ class Connection:
     the sweeper starts watching the client of one that is still running at
     its second look (`ConnectionWriter.watch_peer`).
 
-    A connection over a socket that can be interrupted (`socket`) ends an
+    A connection over a socket that can be interrupted (`interruptible`) ends an
     overdue head without a cancel (`end_overdue`): a cancel unwinds the
     connection task's stack with an exception and runs its ending through
     two more cancel scopes, and a slowloris makes thousands of such endings.
@@ -109,7 +109,7 @@ class Connection:
     __slots__ = (
         "http",
         "timer",
-        "socket",
+        "interruptible",
         "limit",
         "since",
         "waiting_idle",
@@ -122,11 +122,11 @@ class Connection:
         self,
         http: HTTP11Connection,
         timer: trio.CancelScope,
-        socket: Interruptible | None = None,
+        interruptible: Interruptible | None = None,
     ) -> None:
         self.http = http
         self.timer = timer
-        self.socket = socket
+        self.interruptible = interruptible
         self.limit = inf
         self.since: float | None = None
         #: True while blocked reading the first byte of a next request.
@@ -150,10 +150,10 @@ class Connection:
         interrupted, its read ends as if at end of stream and the task answers
         408 (`overdue`); anything else, or a head still there at the next
         tick, has its scope cancelled."""
-        socket = self.socket
-        if socket is not None and not self.overdue and self.http.phase is HEAD:
+        interruptible = self.interruptible
+        if interruptible is not None and not self.overdue and self.http.phase is HEAD:
             self.overdue = True
-            socket.interrupt()
+            interruptible.interrupt()
         else:
             self.timer.cancel()
 

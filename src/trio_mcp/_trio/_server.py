@@ -76,7 +76,7 @@ _BODIES_FULL: Final = (
     b"content-type: text/plain; charset=utf-8\r\ncontent-length: 29\r\n"
     b"connection: close\r\n\r\ntoo many bodies being received"
 )
-_HEAD_TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
+_TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
@@ -342,7 +342,7 @@ class HTTPServer:
         await self._serve(stream)
 
     async def _serve(
-        self, stream: ByteStream, client: str = "", socket: Interruptible | None = None
+        self, stream: ByteStream, client: str = "", interruptible: Interruptible | None = None
     ) -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
@@ -351,7 +351,7 @@ class HTTPServer:
         if trust and trust.trusts(client):
             http.proxy = trust
         timer = trio.CancelScope()
-        conn = Connection(http, timer, socket)
+        conn = Connection(http, timer, interruptible)
         self._connections.add(conn)
         if self._shutdown.is_set():
             http.draining = True
@@ -549,27 +549,27 @@ async def _answer_overdue(
     """After a connection's conversation: a 408 if its head or body took too
     long. Whether to close at once (True) rather than linger."""
     http = conn.http
-    socket = conn.socket
-    if conn.overdue and socket is not None and http.phase is HEAD:
+    interruptible = conn.interruptible
+    if conn.overdue and interruptible is not None and http.phase is HEAD:
         # The sweeper interrupted a head that took too long: what the kernel
         # takes of the 408 goes now, and the socket closes with no lingering
         # (a client still sending may see a reset; one that trickles its head
         # is not owed more).
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            socket.send_nowait(http.error_response(_HEAD_TOO_SLOW, dates.get()))
+            interruptible.send_nowait(http.error_response(_TOO_SLOW, dates.get()))
         return True
     if conn.timer.cancelled_caught and http.phase in (HEAD, BODY):
         with trio.move_on_after(_LINGER_S):
-            await _send_quietly(stream, http.error_response(_HEAD_TOO_SLOW, dates.get()))
+            await _send_quietly(stream, http.error_response(_TOO_SLOW, dates.get()))
         return False
     return peer_gone
 
 
 async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
     """A connection's end: `at_once`, or after its last answer is read."""
-    socket = conn.socket
-    if at_once and socket is not None:
-        socket.close()  # (with no scope and no wait: nothing to wait for)
+    interruptible = conn.interruptible
+    if at_once and interruptible is not None:
+        interruptible.close()  # (with no scope and no wait: nothing to wait for)
         return
     with trio.CancelScope(shield=True):
         if at_once or (conn.timer.cancelled_caught and conn.http.phase is IDLE):

@@ -358,12 +358,19 @@ class SocketIO:
         sock = self.sock
         while True:
             await wait_readable(sock)
-            try:
-                return not sock.recv(1, socket.MSG_PEEK)
-            except BlockingIOError:
-                continue
-            except OSError:
-                return True
+            gone = self.peer_gone()
+            if gone is not None:
+                return gone
+
+    def peer_gone(self) -> bool | None:
+        """Without waiting: whether the peer has closed its end or reset
+        (True), sent bytes that stay unread (False), or neither yet (None)."""
+        try:
+            return not self.sock.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return True
 
     async def send_eof(self) -> None:
         """Half-close: the peer reads end-of-stream after what was sent."""

@@ -16,7 +16,6 @@ socket is closed at once, so a vanished client holds no file descriptor.
 from __future__ import annotations
 
 import enum
-import socket
 from collections.abc import Awaitable, Callable
 from math import inf
 from typing import Final
@@ -224,17 +223,10 @@ class ConnectionWriter:
         The sweeper asks this before it starts a watch: a client that sent
         its call and left at once needs no watching task."""
         stream = self._stream
-        if type(stream) is not SocketIO:
+        if type(stream) is not SocketIO or not stream.peer_gone():
             return False
-        try:
-            gone = not stream.sock.recv(1, socket.MSG_PEEK)
-        except BlockingIOError:
-            return False
-        except OSError:
-            gone = True
-        if gone:
-            self._peer_gone()
-        return gone
+        self._peer_gone()
+        return True
 
     async def watch_peer(self) -> None:
         """Run by the server while this answer is produced: when the client
@@ -245,7 +237,7 @@ class ConnectionWriter:
         if type(stream) is not SocketIO:
             return
         sock = stream.sock
-        gone = False
+        gone: bool | None = False
         with trio.CancelScope() as scope:
             self._watch = scope
             while True:
@@ -257,13 +249,9 @@ class ConnectionWriter:
                 # the connection's task may wait on the socket itself by now.
                 if scope.cancel_called:
                     return
-                try:
-                    gone = not sock.recv(1, socket.MSG_PEEK)
-                except BlockingIOError:
-                    continue
-                except OSError:
-                    gone = True
-                break
+                gone = stream.peer_gone()
+                if gone is not None:
+                    break
         if gone:
             self._peer_gone()
 
