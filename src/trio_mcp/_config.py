@@ -241,11 +241,12 @@ class MCPConfig:
         legacy_sse: serve the 2024-11-05 HTTP+SSE transport beside the endpoint.
         sse_path: its event stream (GET), which announces the POST URL.
         messages_path: its POST URL (``?session_id=...`` is added).
-        request_timeout_s: a session's request still running after this long
-            is cancelled (checked at each sweep, so up to a sweep later), so a
-            hung handler cannot keep its session alive for ever. On HTTP+SSE
-            the client gets an error answer; on the endpoint the request's
-            response ends without one (its connection is closed).
+        request_timeout_s: a request still running after this long is
+            cancelled (up to half a second later), in every era, so a hung
+            handler cannot keep a session or a connection for ever; its client
+            gets the error -32603 where the answer would have gone (the JSON
+            body, the last event of its stream, a session's event buffer for
+            a resume, the HTTP+SSE stream), and the connection closes.
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.

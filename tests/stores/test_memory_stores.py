@@ -114,22 +114,6 @@ def test_a_session_runs_and_waits_for_its_quota_at_most() -> None:
     assert registry.expect("s", waiter) is not None
 
 
-def test_requests_are_cancelled_a_limit_after_they_are_first_seen() -> None:
-    registry = MemoryRequestRegistry(max_running=8, max_waiting=8)
-    old, young = Scope(), Scope()
-    registry.begin("s", 1, old)
-    assert registry.cancel_overdue(100.0, 10.0) == 0  # first seen now
-    registry.begin("t", 1, young)
-    assert registry.cancel_overdue(109.0, 10.0) == 0
-    assert registry.cancel_overdue(110.0, 10.0) == 1
-    assert (old.cancel_called, young.cancel_called) == (True, False)
-    assert registry.cancel_overdue(111.0, 10.0) == 0  # (cancelled once)
-    registry.end("t", 1)
-    registry.begin("t", 1, young)  # the same id again: a new request
-    assert registry.cancel_overdue(125.0, 10.0) == 0
-    assert not young.cancel_called
-
-
 async def test_one_standalone_stream_per_session() -> None:
     bus = MemoryBus()
     one, two = Stream(), Stream()

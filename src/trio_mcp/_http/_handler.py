@@ -61,6 +61,14 @@ class ResponseWriter(Protocol):
     #: connection; True, the handler goes on, its writes dropped, and only the
     #: connection is closed at once.
     outlives_peer: bool
+    #: How long the answer's handler may run (inf, the default: as long as it
+    #: likes), timed from the server's first look at it, so it ends up to two
+    #: ticks late: past it the server sets `overdue` and cancels the
+    #: connection's scope. A handler that catches that cancellation may still
+    #: send an answer in a shielded scope before the connection closes.
+    time_limit_s: float
+    #: True once the server cancelled the answer for its `time_limit_s`.
+    overdue: bool
 
     @property
     def started(self) -> bool:

@@ -261,6 +261,7 @@ class MCPEndpoint:
             await writer.respond(response)
         else:
             assert type(response) is DeferredResponse
+            writer.outlives_peer = response.outlives_peer  # (the server read this one's)
             await response.respond(writer)
 
     async def _principal(self, request: Request) -> object:

@@ -170,10 +170,9 @@ class Broadcaster:
 class Sweeper:
     """Expires idle sessions and old events, and frees what ended sessions held."""
 
-    __slots__ = ("sessions", "events", "bus", "requests", "interval_s", "request_timeout_s")
+    __slots__ = ("sessions", "events", "bus", "requests", "interval_s")
 
     def __init__(self, config: MCPConfig, stores: Stores) -> None:
-        self.request_timeout_s = config.request_timeout_s
         self.sessions = stores.sessions
         self.events = stores.events
         self.bus = stores.bus
@@ -193,13 +192,6 @@ class Sweeper:
     async def _sweep(self, now: float) -> None:
         sessions = self.sessions
         sessions.tick(now)
-        overdue = self.requests.cancel_overdue(now, self.request_timeout_s)
-        if overdue:
-            logger.warning(
-                "cancelled %d requests running for longer than request_timeout_s (%s s)",
-                overdue,
-                self.request_timeout_s,
-            )
         # sessions with a request running or a stream open here are in use
         await sessions.touch(self.requests.busy() | set(self.bus.attached()))
         for session_id in await sessions.expire():
@@ -219,6 +211,5 @@ def sweep_interval_s(config: MCPConfig) -> float:
     return min(
         config.session_idle_timeout_s / 4,
         config.event_buffer_age_s / 4,
-        config.request_timeout_s / 4,
         10.0,
     )

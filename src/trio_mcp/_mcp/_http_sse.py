@@ -206,8 +206,7 @@ class HTTPSSETransport:
                         message, stream, request.headers, principal, None
                     )
             if scope.cancelled_caught and trio.current_time() >= scope.deadline:
-                late = f"Internal error: the request took over {timeout} s"
-                answer = error_message(message.id, MCPError(INTERNAL_ERROR, late))
+                answer = self.runner.overdue_answer(message)
             if answer is not None:
                 await stream.emit(answer_bytes(answer))
         finally:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Final
 
+import trio
+
 from .._app._schema import header_mismatch
 from .._app._server import Server
 from .._config import MCPConfig
@@ -26,6 +28,7 @@ from .._protocol._answers import JSON_HEADERS, forbidden
 from .._protocol._envelope import META_SERVER_INFO, Envelope, check_envelope
 from .._protocol._jsonrpc import (
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
@@ -162,11 +165,18 @@ class ModernTransport:
         if runner.app.authorize is not None and await runner.denied([message], principal):
             await writer.respond(forbidden(message.id, cors))
             return
+        writer.time_limit_s = self.config.request_timeout_s
         stream = PostStream(self.broadcaster, writer, None, envelope.version, cors)
         # closing the response stream cancels the request (SEP-2575)
         stream.on_broken = stream.cancel_scope.cancel
         try:
-            answer = await runner.run(message, stream, request.headers, principal, envelope)
+            try:
+                answer = await runner.run(message, stream, request.headers, principal, envelope)
+            except trio.Cancelled:
+                if writer.overdue:
+                    late = answer_bytes(runner.overdue_answer(message))
+                    await stream.answer_late(late, error_status(MODERN, INTERNAL_ERROR))
+                raise
             result = dict.get(answer, "result")
             if isinstance(result, dict):
                 self.decorate(message.method, result)

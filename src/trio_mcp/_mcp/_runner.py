@@ -169,6 +169,14 @@ class RequestRunner:
             if session is not None:
                 requests.end(session.id, request_id)
 
+    def overdue_answer(self, message: RPCRequest) -> dict[str, Any]:
+        """The error answer of `message`, ended for running past
+        ``request_timeout_s`` (logged: a handler that hangs is a bug)."""
+        timeout = self.config.request_timeout_s
+        logger.warning("%s ran past request_timeout_s (%s s): ended", message.method, timeout)
+        error = MCPError(INTERNAL_ERROR, f"Internal error: the request took over {timeout} s")
+        return error_message(message.id, error)
+
     def _not_begun(self, refused: int, request_id: RequestId) -> dict[str, Any]:
         """The answer to a request the registry did not begin: its id is in
         use, or its session has its quota running (a `Refused` answer)."""

@@ -262,6 +262,7 @@ class SessionsTransport:
         writer: ResponseWriter,
     ) -> None:
         """Answer the requests of one POST."""
+        writer.time_limit_s = self.config.request_timeout_s
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
         headers = request.headers
@@ -271,7 +272,11 @@ class SessionsTransport:
                 if type(message) is Invalid:
                     answers.append(error_message(message.id, message.error))
                 elif type(message) is RPCRequest:
-                    answers.append(await runner.run(message, stream, headers, principal, None))
+                    try:
+                        answers.append(await runner.run(message, stream, headers, principal, None))
+                    except trio.Cancelled:
+                        await _answer_late(runner, stream, messages, answers, batch)
+                        raise
             if not answers:
                 if not writer.started:
                     await writer.respond(Response(202, cors))
@@ -330,8 +335,7 @@ class SessionsTransport:
         cors: Headers,
         writer: ResponseWriter,
     ) -> None:
-        """`Handshake.initialize_nowait` with an authorize hook (only if it lets
-        the request run), or with a store that must be waited for."""
+        """`Handshake.initialize_nowait` behind an authorize hook, or with a store to wait for."""
         runner = self.runner
         if runner.app.authorize is not None and await runner.denied([message], principal):
             await writer.respond(forbidden(message.id, cors))
@@ -347,9 +351,8 @@ class SessionsTransport:
     # ---- GET: the session's stream, and resumption ------------------------------
 
     def get(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
-        """A GET stream (after `Admission.check_get_head`): the session and what
-        to replay looked up, then the stream run, in `_open_get` (whose refusals
-        are still answered before any byte of the stream)."""
+        """A GET stream (after `Admission.check_get_head`), looked up and run in
+        `_open_get`, whose refusals still come before any byte of the stream."""
         if b"mcp-session-id" not in request.singles:
             raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
         return DeferredResponse(partial(self._open_get, request, principal, cors))
@@ -423,8 +426,7 @@ class SessionsTransport:
     # ---- DELETE --------------------------------------------------------------
 
     def delete(self, request: Request, cors: Headers, principal: object) -> DeferredResponse:
-        """End the session the request names, and free what it held (the
-        session looked up at once when the store can, else in the answer)."""
+        """End the session the request names, and free what it held."""
         raw = dict.get(request.singles, b"mcp-session-id")
         if raw is None:
             raise refuse(400, "Bad Request: Mcp-Session-Id header is required")
@@ -455,3 +457,29 @@ class SessionsTransport:
         if await self.sessions.delete(session_id):
             await self.sweeper.release(session_id)
         await writer.respond(Response(200, cors))
+
+
+async def _answer_late(
+    runner: RequestRunner,
+    stream: PostStream,
+    messages: list[Message | Invalid],
+    answers: list[dict[str, Any]],
+    batch: bool,
+) -> None:
+    """If the server ended a POST for its time limit (the writer's `overdue`),
+    its answer: what was answered, and the error for each request it did not
+    finish. (Awaited in the cancelled scope: with nothing to send, it returns
+    at once, with no checkpoint.)"""
+    if not stream.overdue:
+        return
+    answered = len(answers)
+    for message in messages:
+        if type(message) is not Invalid and type(message) is not RPCRequest:
+            continue  # (notifications and responses have no answer)
+        if answered:
+            answered -= 1
+        elif type(message) is RPCRequest:
+            answers.append(runner.overdue_answer(message))
+        elif type(message) is Invalid:
+            answers.append(error_message(message.id, message.error))
+    await stream.answer_late(answer_bytes(answers if batch else answers[0]), 200)

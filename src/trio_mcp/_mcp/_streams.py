@@ -23,8 +23,9 @@ import trio
 from trio.lowlevel import ParkingLot
 
 from .._config import MCPConfig
-from .._http._connection import Headers
+from .._http._connection import Headers, Response
 from .._http._handler import Cancellable, ResponseWriter
+from .._protocol._answers import JSON_HEADERS
 from .._protocol._events import MESSAGE_EVENT
 from .._protocol._jsonrpc import RPCResponse
 from .._protocol._sessions import Session
@@ -319,6 +320,24 @@ class PostStream:
             await writer.send(frame)
         if writer.broken and session is None and self.on_broken is not None:
             self.on_broken()
+
+    @property
+    def overdue(self) -> bool:
+        """Whether the server ended this request for its time limit."""
+        return self._writer.overdue
+
+    async def answer_late(self, body: bytes, status: int) -> None:
+        """Send `body`, the error answer of a request the server ended for its
+        time limit (`ResponseWriter.overdue`), as the answer would have gone:
+        from inside the connection's cancelled scope, so shielded, and for at
+        most the write limit. The connection closes after it."""
+        writer = self._writer
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + self._publisher.config.http.write_timeout_s
+            if writer.started:
+                await self.emit(body, last=True)
+            else:
+                await writer.respond(Response(status, JSON_HEADERS + self._cors, body))
 
     async def _begin(self) -> bytes:
         """Number a session's stream; returns its priming event (2025-11-25 on)."""

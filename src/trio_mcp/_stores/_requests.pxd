@@ -6,7 +6,7 @@ cimport cython
 
 @cython.final
 cdef class _SessionRequests:
-    cdef public object running, waiting, last_id, seen
+    cdef public object running, waiting, last_id
 
 @cython.final
 cdef class MemoryRequestRegistry:

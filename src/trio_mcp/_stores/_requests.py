@@ -16,10 +16,6 @@ memory one's place without a change to the endpoint):
   quota of requests waiting for answers; `answer` hands a response to it (a
   shared registry forwards it, since the answer may arrive at another
   process); `forget` removes it, answered or not.
-- `cancel_overdue` cancels the requests that have run too long: each is
-  timed from the first call that sees it running, so a request runs at least
-  the limit and at most one call's interval longer; no clock is read per
-  request.
 - `busy` names the sessions with a request running here, so the sweeper
   keeps them from expiring (a shared registry also renews the leases its
   processes hold on them). A request that ended since the last sweep needs
@@ -78,10 +74,6 @@ class RequestRegistry(Protocol):
 
     def forget(self, session_id: str, request_id: int) -> None: ...
 
-    def cancel_overdue(self, now: float, limit_s: float) -> int:
-        """Cancel the requests seen running for `limit_s` or more; how many."""
-        ...
-
     def busy(self) -> set[str]:
         """The sessions with a request running here."""
         ...
@@ -103,14 +95,12 @@ class RequestRegistry(Protocol):
 class _SessionRequests:
     """One session's requests in flight, here."""
 
-    __slots__ = ("running", "waiting", "last_id", "seen")
+    __slots__ = ("running", "waiting", "last_id")
 
     def __init__(self) -> None:
         self.running: dict[Any, Cancellable] = {}
         self.waiting: dict[int, Answerable] = {}
         self.last_id = 0
-        #: When `cancel_overdue` first saw each running request.
-        self.seen: dict[Any, float] = {}
 
 
 class MemoryRequestRegistry:
@@ -146,8 +136,6 @@ class MemoryRequestRegistry:
         if requests is None:
             return
         requests.running.pop(request_id, None)
-        if requests.seen:  # (a request that lasted a sweep: the id may come again)
-            requests.seen.pop(request_id, None)
 
     def cancel(self, session_id: str, request_id: object) -> None:
         requests = dict.get(self._sessions, session_id)
@@ -183,19 +171,6 @@ class MemoryRequestRegistry:
         requests = dict.get(self._sessions, session_id)
         if requests is not None:
             requests.waiting.pop(request_id, None)
-
-    def cancel_overdue(self, now: float, limit_s: float) -> int:
-        cancelled = 0
-        for requests in self._sessions.values():
-            seen = requests.seen
-            for request_id, scope in requests.running.items():
-                since = dict.get(seen, request_id)
-                if since is None:
-                    seen[request_id] = now
-                elif now - since >= limit_s and not scope.cancel_called:
-                    scope.cancel()
-                    cancelled += 1
-        return cancelled
 
     def busy(self) -> set[str]:
         return {s for s, requests in self._sessions.items() if requests.running}

@@ -69,8 +69,12 @@ class ByteStream(Protocol):
 class Answering(Protocol):
     """What the sweeper needs of the writer of a deferred answer (`ConnectionWriter`)."""
 
-    #: The sweeper has seen the answer running once.
-    seen: bool
+    #: When the sweeper first saw the answer running (None: not yet).
+    seen: float | None
+    #: How long the answer may run, from then; past it the sweeper sets
+    #: `overdue` and ends the connection.
+    time_limit_s: float
+    overdue: bool
     #: Someone watches the answer's client already.
     watched: bool
 

@@ -10,7 +10,8 @@ runs) as a plain number, set as it changes phase without reading the clock.
 One sweeper task per server notes when it first sees each phase and cancels
 the scopes whose limit has passed since, so a request costs no clock reading
 and no work in trio's deadline heap; limits fire no earlier than set and up
-to two ticks (`HTTPServer.timeout_tick_s`) late.
+to two ticks (`HTTPServer.timeout_tick_s`) late. A deferred answer's handler
+is timed the same way, against the `time_limit_s` it gives its writer.
 """
 
 from __future__ import annotations
@@ -223,8 +224,9 @@ class HTTPServer:
                 await _end_gradually(self._check_limits(trio.current_time()))
 
     def _check_limits(self, now: float) -> list[Connection]:
-        """Note the phases begun since the last tick and watch long answers;
-        the connections whose limit has passed."""
+        """Note the phases and answers begun since the last tick and watch
+        long answers' clients; the connections whose limit (or whose answer's
+        limit) has passed."""
         overdue: list[Connection] = []
         watchers = self._watchers
         shortened = self._head_limit
@@ -240,15 +242,21 @@ class HTTPServer:
             elif now - since >= limit:
                 overdue.append(conn)
             writer = conn.answering
-            if writer is not None and not writer.watched:
+            if writer is None:
+                continue
+            seen = writer.seen
+            if seen is None:
+                writer.seen = now
+                continue
+            if now - seen >= writer.time_limit_s and not writer.overdue:
+                writer.overdue = True
+                overdue.append(conn)
+            elif not writer.watched and watchers is not None:
                 # An answer seen running at two ticks takes long: watch its
                 # client from now on (quick answers never cost a task).
-                if not writer.seen:
-                    writer.seen = True
-                elif watchers is not None:
-                    writer.watched = True
-                    if not writer.peer_gone_already():
-                        spawn(watchers, "a client watch", writer.watch_peer)
+                writer.watched = True
+                if not writer.peer_gone_already():
+                    spawn(watchers, "a client watch", writer.watch_peer)
         self._heads_waiting = heads
         config = self.config
         self._head_limit = head_limit(heads, self._slow_heads, config.head_timeout_s)

@@ -61,6 +61,8 @@ class ConnectionWriter:
         "broken",
         "outlives_peer",
         "seen",
+        "time_limit_s",
+        "overdue",
         "watched",
         "_watch",
     )
@@ -85,8 +87,10 @@ class ConnectionWriter:
         #: closes (else the answer is cancelled with it): the DeferredResponse's
         #: choice, which the handler may still change.
         self.outlives_peer = False
-        #: The server's sweeper has seen this answer running once.
-        self.seen = False
+        #: When the server's sweeper first saw this answer running (None: not yet).
+        self.seen: float | None = None
+        self.time_limit_s = inf
+        self.overdue = False
         #: Someone watches the client (the server, or the handler through
         #: `peer_watch`): nobody else may wait for the socket to be readable.
         self.watched = False
