@@ -95,6 +95,7 @@ SOURCE_COMPILED_MODULES = (
     "_trio._socketio",
     "_trio._connection",
     "_trio._writer",
+    "_trio._limits",
     "_trio._server",
     "_mcp._streams",
     "_mcp._dispatch",

@@ -8,7 +8,7 @@ import trio.testing
 
 from trio_mcp._errors import SessionsFull
 from trio_mcp._protocol._jsonrpc import RPCResponse
-from trio_mcp._stores._bus import MemoryBus
+from trio_mcp._stores._bus import Frame, MemoryBus, frame_bytes
 from trio_mcp._stores._requests import BEGUN, ID_IN_USE, TOO_MANY, MemoryRequestRegistry
 from trio_mcp._stores._sessions import MemorySessionStore
 
@@ -33,18 +33,18 @@ class Stream:
     """A subscriber that takes `room` frames, then says it is closed."""
 
     def __init__(self, room: int = 100) -> None:
-        self.frames: list[bytes] = []
+        self.frames: list[Frame] = []
         self.room = room
         self.closed = False
 
-    def offer(self, frame: bytes, now: float | None = None) -> bool:
+    def offer(self, frame: Frame, now: float | None = None) -> bool:
         if self.closed or len(self.frames) >= self.room:
             self.closed = True
             return False
         self.frames.append(frame)
         return True
 
-    async def send(self, frame: bytes) -> bool:
+    async def send(self, frame: Frame) -> bool:
         return self.offer(frame)
 
     def close(self) -> None:
@@ -133,7 +133,9 @@ async def test_a_broadcast_reaches_each_stream_under_its_own_id_and_drops_the_sl
     await bus.attach("a", fast)
     await bus.attach("b", slow)
     await bus.deliver(["a", "b", "c"], ["a-0-1", "b-0-1", "c-0-1"], b'{"x":1}', now=1.0)
-    assert fast.frames == [b'id: a-0-1\nevent: message\ndata: {"x":1}\n\n']
+    assert [frame_bytes(frame) for frame in fast.frames] == [
+        b'id: a-0-1\nevent: message\ndata: {"x":1}\n\n'
+    ]
     assert slow.closed and bus.stream_of("b") is None  # it must resume
     await bus.send("a", "a-0-2", b"two", now=2.0)
     await bus.send("nobody", "n-0-1", b"dropped", now=2.0)

@@ -1,6 +1,8 @@
 """The connections a server takes: a cap below the file-descriptor limit, a
 share per client address, and a head time limit that shortens while many
-heads are slow. Refusals are 503 with Retry-After, before any task runs."""
+heads are slow. Refusals are 503 before any task runs, with a Retry-After
+the server can keep: when a held connection (or one of the client's own)
+must end."""
 
 from __future__ import annotations
 
@@ -20,13 +22,15 @@ from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
 from trio_mcp._http._addresses import address_group
 from trio_mcp._http._connection import HTTP11Connection
 from trio_mcp._trio._connection import Connection
+from trio_mcp._trio._limits import CANCELS_PER_BATCH
 from trio_mcp._trio._quotas import (
+    OPEN_ENDED_RETRY_S,
     ConnectionQuota,
     connection_cap,
     head_limit,
+    retry_after_s,
     slow_heads_threshold,
 )
-from trio_mcp._trio._server import CANCELS_PER_BATCH
 from trio_mcp._trio._socketio import interrupt_wakes_readers
 
 GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
@@ -120,6 +124,39 @@ def test_a_quota_counts_per_address_group() -> None:
     assert (quota.held, quota.groups()) == (0, 0)
 
 
+def retry_of(refusal: bytes) -> int:
+    head = refusal.split(b"\r\n\r\n", 1)[0]
+    assert head.startswith(b"HTTP/1.1 503 ")
+    (value,) = [line[13:] for line in head.split(b"\r\n") if line.startswith(b"retry-after: ")]
+    return int(value)
+
+
+def test_a_refusal_says_when_capacity_frees() -> None:
+    assert retry_after_s(12.2, now=10.0) == 3  # (whole seconds, rounded up)
+    assert retry_after_s(10.5, now=10.0) == retry_after_s(3.0, now=10.0) == 1
+    assert retry_after_s(float("inf"), now=10.0) == OPEN_ENDED_RETRY_S
+    quota = ConnectionQuota(ServerConfig(max_connections=3, max_connections_per_address=2))
+    assert retry_of(quota.refusal("10.0.0.1", 0.0)) == OPEN_ENDED_RETRY_S  # no tick yet
+    quota.noted(40.0, 25.0, {})
+    assert quota.admit("10.0.0.1") and quota.admit("10.0.0.1")
+    # the address's share is full: its connections were not looked at yet,
+    # so the server's soonest is the hint, and the next tick looks at them
+    assert retry_of(quota.refusal("10.0.0.1", 10.0)) == 30
+    assert quota.crowded == {"10.0.0.1"}
+    quota.noted(40.0, 25.0, {"10.0.0.1": 70.0})
+    assert quota.crowded == {"10.0.0.1"}  # (still at its share: looked at again)
+    assert retry_of(quota.refusal("10.0.0.1", 10.0)) == 60
+    assert quota.admit("10.0.0.2")
+    assert retry_of(quota.refusal("10.0.0.3", 10.0)) == 30  # the server's cap
+    quota.leave("10.0.0.1")
+    quota.noted(40.0, 25.0, {"10.0.0.1": 70.0})
+    assert quota.crowded == set()  # below its share: no longer looked at
+    assert retry_of(quota.bodies_refusal(10.0)) == 15
+    quota.noted(40.0, float("inf"), {})
+    assert retry_of(quota.bodies_refusal(10.0)) == 31  # (body_timeout_s + a tick)
+    assert quota.bodies_refusal(10.0).endswith(b"\r\n\r\ntoo many bodies being received")
+
+
 def test_the_head_limit_shortens_under_pressure() -> None:
     assert head_limit(0, 100, 10.0) == head_limit(50, 100, 10.0) == 10.0
     assert head_limit(75, 100, 10.0) == 5.0
@@ -129,15 +166,20 @@ def test_the_head_limit_shortens_under_pressure() -> None:
 
 
 async def test_a_connection_beyond_the_cap_gets_503(nursery: trio.Nursery) -> None:
-    server = await start(nursery, max_connections=2, max_connections_per_address=2)
+    server = await start(
+        nursery, max_connections=2, max_connections_per_address=2, idle_timeout_s=20.0
+    )
     port = server.ports[0]
     held = [await connect_from(port) for _ in range(2)]
     assert [await status_of(client) for client in held] == [200, 200]
+    await trio.sleep(3 * server.timeout_tick_s)  # (the sweeper has seen them idle)
     extra = await connect_from(port)
     await extra.send(GET)
     with trio.fail_after(5):
         refused = await extra.read_reply()
-    assert refused.status == 503 and refused.header(b"retry-after") == b"1"
+    # the held connections are idle: they end within their 20 s idle limit
+    assert refused.status == 503
+    assert 17 <= int(refused.header(b"retry-after")) <= 21
     assert server.statistics().connections_refused == 1
     await extra.stream.aclose()
     await held[0].stream.aclose()
@@ -160,6 +202,35 @@ async def test_one_address_has_its_share_and_others_theirs(nursery: trio.Nursery
     other = await connect_from(port, "127.0.0.2")
     assert await status_of(other) == 200
     for client in [*mine, refused, other]:
+        await client.stream.aclose()
+
+
+async def test_a_refused_address_is_told_when_its_own_connections_end(
+    nursery: trio.Nursery,
+) -> None:
+    server = await start(
+        nursery, max_connections_per_address=2, idle_timeout_s=60.0, head_timeout_s=5.0
+    )
+    port = server.ports[0]
+    mine = [await connect_from(port, "127.0.0.1") for _ in range(2)]
+    assert [await status_of(client) for client in mine] == [200, 200]  # idle: 60 s
+    slow = await connect_from(port, "127.0.0.2")
+    await slow.send(b"GET / HTTP/1.1\r\n")  # a head that must end within 5 s
+    await trio.sleep(3 * server.timeout_tick_s)
+
+    async def refusal() -> int:
+        client = await connect_from(port, "127.0.0.1")
+        await client.send(GET)
+        with trio.fail_after(5):
+            reply = await client.read_reply()
+        await client.stream.aclose()
+        assert reply.status == 503
+        return int(reply.header(b"retry-after"))
+
+    assert await refusal() <= 6  # the server's soonest, before a look at the address
+    await trio.sleep(3 * server.timeout_tick_s)
+    assert 55 <= await refusal() <= 61  # its own connections' idle limit
+    for client in [*mine, slow]:
         await client.stream.aclose()
 
 
@@ -331,12 +402,13 @@ async def test_bodies_being_received_share_a_budget(nursery: trio.Nursery) -> No
 
     first = await connect_from(port)
     await first.send(head(600) + b"x" * 100)  # (the rest comes later)
-    await trio.sleep(0.2)
+    await trio.sleep(3 * server.timeout_tick_s)  # (the sweeper has seen it)
     second = await connect_from(port)
     await second.send(head(600) + b"y" * 100)
     with trio.fail_after(5):
         refused = await second.read_reply()
-    assert refused.status == 503 and refused.header(b"retry-after") == b"1"
+    # the body being received must be whole within its 30 s limit
+    assert refused.status == 503 and 28 <= int(refused.header(b"retry-after")) <= 31
     await first.send(b"x" * 500)
     with trio.fail_after(5):
         assert (await first.read_reply()).status == 200

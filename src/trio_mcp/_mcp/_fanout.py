@@ -42,6 +42,18 @@ LISTEN_METHODS: Final = {
 }
 
 
+#: How a listen stream's notification frame ends: its params, the message, the event.
+_LISTEN_FRAME_END: Final = b"}}\n\n"
+
+
+def listen_frame_start(head: bytes) -> bytes:
+    """The frame of a notification whose JSON starts with `head`, up to the
+    listener's ``_meta``: JSON has no line breaks, so the frame is one data
+    line, and ``format_event(head + meta + b"}}", event=MESSAGE)`` is this,
+    the meta and `_LISTEN_FRAME_END`."""
+    return format_event(head, event=MESSAGE)[:-2]
+
+
 class Broadcaster:
     """Delivers notifications to the streams that want them (module docstring)."""
 
@@ -117,21 +129,21 @@ class Broadcaster:
         flag = dict.get(LISTEN_METHODS, method)
         if flag is None:
             return  # log messages and progress never go on a listen stream
-        # Each listener's copy differs only in its _meta: encode the rest once.
+        # Each listener's copy differs only in its _meta: frame the rest once,
+        # and give every listener the same start and end around its own _meta.
         head = b'{"jsonrpc":"2.0","method":' + dumps(method) + b',"params":{'
         inner = dumps({k: v for k, v in params.items() if k != "_meta"})[1:-1]
         if inner:
             head += inner + b","
+        start = listen_frame_start(head)
         now = self._now()
         bus = self.bus
-        for listener in bus.listeners():
-            if uri is not None:
-                if uri not in listener.uris:
-                    continue
-            elif not dict.get(listener.honored, flag):
-                continue
-            frame = format_event(head + listener.meta + b"}}", event=MESSAGE)
-            if not listener.outbox.offer(frame, now):
+        if uri is not None:
+            listeners = bus.subscribers(uri)
+        else:
+            listeners = [ear for ear in bus.listeners() if dict.get(ear.honored, flag)]
+        for listener in listeners:
+            if not listener.outbox.offer((start, listener.meta, _LISTEN_FRAME_END), now):
                 bus.unlisten(listener)  # too slow: the client must listen again
 
     async def publish(

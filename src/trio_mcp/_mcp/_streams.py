@@ -30,7 +30,7 @@ from .._protocol._events import MESSAGE_EVENT
 from .._protocol._jsonrpc import RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
-from .._stores._bus import Subscriber
+from .._stores._bus import Frame, Subscriber, frame_bytes, frame_size
 
 SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
@@ -53,8 +53,9 @@ class Outbox:
     while the stream's task is writing, is queued (at most `limit_bytes` of
     frames; one frame passes whatever its size) and written by `pump`, which
     the stream's own task runs; it also writes keepalives when the stream is
-    idle. A stream whose client falls further behind is closed: it must resume
-    (or listen) again.
+    idle. A frame in pieces (a broadcast's, `Frame`) is queued as it is, so
+    the streams that queue one broadcast share its bytes. A stream whose
+    client falls further behind is closed: it must resume (or listen) again.
 
     While idle, `pump` watches the socket, so a client that closes its end is
     let go of at once rather than at the next keepalive.
@@ -77,7 +78,7 @@ class Outbox:
 
     def __init__(self, limit_bytes: int = STREAM_QUEUE_BYTES) -> None:
         self._writer: ResponseWriter | None = None
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[Frame] = deque()
         self._rest = b""  # the framed tail of a frame the socket took only part of
         self._idle: trio.CancelScope | None = None  # the pump's wait, while idle
         self._space = ParkingLot()  # senders waiting for room in the queue
@@ -91,7 +92,7 @@ class Outbox:
         if self._idle is not None:
             self._idle.cancel()
 
-    def offer(self, frame: bytes, now: float | None = None) -> bool:
+    def offer(self, frame: Frame, now: float | None = None) -> bool:
         """Send or queue `frame` without waiting; False when the stream is closed
         (now, or earlier) and the frame will not be delivered. `now`, when the
         caller knows it, saves reading the clock."""
@@ -102,7 +103,7 @@ class Outbox:
         if not self._busy:
             writer = self._writer
             assert writer is not None  # (pump sets it before it stops being busy)
-            rest = writer.send_nowait(frame)
+            rest = writer.send_nowait(frame_bytes(frame))
             if rest is None:  # the client is gone
                 self.close()
                 return False
@@ -113,7 +114,7 @@ class Outbox:
             self._busy = True
             self._wake()
             return True
-        queued = self._queued + len(frame)
+        queued = self._queued + frame_size(frame)
         if queued > self.limit_bytes and self._queue:
             self.close()  # too slow
             return False
@@ -122,9 +123,10 @@ class Outbox:
         self._wake()
         return True
 
-    async def send(self, frame: bytes) -> bool:
+    async def send(self, frame: Frame) -> bool:
         """`offer`, but wait while the queue is full instead of closing."""
-        while self._queue and self._queued + len(frame) > self.limit_bytes and not self.closed:
+        size = frame_size(frame)
+        while self._queue and self._queued + size > self.limit_bytes and not self.closed:
             await self._space.park()
         return self.offer(frame)
 
@@ -147,8 +149,8 @@ class Outbox:
             elif queue:
                 self._busy = True
                 frame = queue.popleft()
-                self._queued -= len(frame)
-                await writer.send(frame)
+                self._queued -= frame_size(frame)
+                await writer.send(frame_bytes(frame))
                 if self._space:
                     self._space.unpark()
             elif self.closed:

@@ -35,17 +35,46 @@ from typing import Any, Protocol
 from .._protocol._events import MESSAGE_EVENT
 from .._speedups import format_event
 
+#: An SSE frame: its bytes, or pieces written one after another. A broadcast
+#: frames its data once and gives every stream the same object as a piece
+#: beside the stream's own (its event id, its subscription's ``_meta``), so
+#: that streams which queue it hold one copy between them.
+Frame = bytes | tuple[bytes, ...]
+
+
+def frame_bytes(frame: Frame) -> bytes:
+    """The frame as one bytes object (a copy, for pieces)."""
+    return frame if isinstance(frame, bytes) else b"".join(frame)
+
+
+def frame_size(frame: Frame) -> int:
+    """How many bytes the frame writes."""
+    return len(frame) if isinstance(frame, bytes) else sum(map(len, frame))
+
+
+def shared_event(data: bytes) -> bytes:
+    """What every stream's copy of a broadcast event `data` shares: the frame
+    less its id line (`format_event` writes the id first)."""
+    return format_event(data, event=MESSAGE_EVENT)
+
+
+def with_event_id(event_id: str, shared: bytes) -> Frame:
+    """The frame of the event `shared` (from `shared_event`) under `event_id`:
+    the bytes `format_event(data, event_id=..., event=MESSAGE_EVENT)` gives.
+    Event ids are the event store's own, free of line breaks."""
+    return (b"id: %b\n" % event_id.encode(), shared)
+
 
 class Subscriber(Protocol):
     """The live end of a stream (`_mcp._streams.Outbox`)."""
 
     closed: bool
 
-    def offer(self, frame: bytes, now: float | None = None) -> bool:
+    def offer(self, frame: Frame, now: float | None = None) -> bool:
         """Take `frame` without waiting; False when the stream is closed."""
         ...
 
-    async def send(self, frame: bytes) -> bool:
+    async def send(self, frame: Frame) -> bool:
         """`offer`, waiting while the stream's queue is full."""
         ...
 
@@ -118,6 +147,11 @@ class Bus(Protocol):
         """The listen streams, in the order they opened (a snapshot)."""
         ...
 
+    def subscribers(self, uri: str) -> Iterable[Listening]:
+        """The listen streams subscribed to resource `uri`, in the order they
+        opened (a snapshot; found by the URI, not by looking at every stream)."""
+        ...
+
     def release(self, session_id: str) -> None:
         """The session ended: close its standalone stream and forget its POST streams."""
         ...
@@ -142,7 +176,7 @@ class Bus(Protocol):
 class MemoryBus:
     """The live streams of this process (the default)."""
 
-    __slots__ = ("_streams", "_producers", "_listeners")
+    __slots__ = ("_streams", "_producers", "_listeners", "_by_uri")
 
     def __init__(self) -> None:
         self._streams: dict[str, Subscriber] = {}
@@ -150,6 +184,8 @@ class MemoryBus:
         #: The listen streams in the order they opened (a dict for that order):
         #: a fan-out walks them as they were allocated, in memory order.
         self._listeners: dict[Listening, None] = {}
+        #: The listen streams subscribed to each resource, in the same order.
+        self._by_uri: dict[str, dict[Listening, None]] = {}
 
     async def attach(self, session_id: str, subscriber: Subscriber) -> bool:
         if session_id in self._streams:
@@ -175,12 +211,11 @@ class MemoryBus:
         self, session_ids: list[str], event_ids: list[str], data: bytes, now: float
     ) -> None:
         streams = self._streams
+        shared = shared_event(data)
         for session_id, event_id in zip(session_ids, event_ids, strict=True):
             stream = dict.get(streams, session_id)
-            if stream is not None:
-                frame = format_event(data, event_id=event_id.encode(), event=MESSAGE_EVENT)
-                if not stream.offer(frame, now):
-                    del streams[session_id]
+            if stream is not None and not stream.offer(with_event_id(event_id, shared), now):
+                del streams[session_id]
 
     def producing(self, session_id: str, number: int, producer: Producer) -> None:
         self._producers[session_id, number] = producer
@@ -196,13 +231,32 @@ class MemoryBus:
         return True
 
     def listen(self, listener: Listening) -> None:
+        if listener in self._listeners:
+            return
         self._listeners[listener] = None
+        by_uri = self._by_uri
+        for uri in listener.uris:
+            subscribed = dict.get(by_uri, uri)
+            if subscribed is None:
+                by_uri[uri] = {listener: None}
+            else:
+                subscribed[listener] = None
 
     def unlisten(self, listener: Listening) -> None:
-        self._listeners.pop(listener, None)
+        if self._listeners.pop(listener, 0) is None:
+            by_uri = self._by_uri
+            for uri in listener.uris:
+                subscribed = by_uri[uri]
+                del subscribed[listener]
+                if not subscribed:
+                    del by_uri[uri]
 
     def listeners(self) -> list[Listening]:
         return list(self._listeners)
+
+    def subscribers(self, uri: str) -> list[Listening]:
+        subscribed = dict.get(self._by_uri, uri)
+        return list(subscribed) if subscribed is not None else []
 
     def release(self, session_id: str) -> None:
         stream = self._streams.pop(session_id, None)

@@ -120,6 +120,7 @@ class Connection:
         "answering",
         "holding",
         "overdue",
+        "group",
     )
 
     def __init__(
@@ -127,6 +128,7 @@ class Connection:
         http: HTTP11Connection,
         timer: trio.CancelScope,
         interruptible: Interruptible | None = None,
+        group: str | None = None,
     ) -> None:
         self.http = http
         self.timer = timer
@@ -142,6 +144,9 @@ class Connection:
         #: The sweeper interrupted its head: the connection task answers 408
         #: when its read ends.
         self.overdue = False
+        #: The client address group it counts in (None: not counted, as
+        #: with `HTTPServer.handle_stream`).
+        self.group = group
 
     def limit_phase(self, seconds: float) -> None:
         """A new phase begins that may take `seconds` (inf: no limit)."""

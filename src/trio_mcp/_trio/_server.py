@@ -5,13 +5,11 @@ moves bytes, owns tasks and applies time limits. Each connection task is the
 only writer on its socket, so response bytes and stream chunks never tear.
 
 Time limits: each connection runs inside one cancel scope and keeps the
-limit of its current phase (idle, head, body, writing; none while the handler
-runs) as a plain number, set as it changes phase without reading the clock.
-One sweeper task per server notes when it first sees each phase and cancels
-the scopes whose limit has passed since, so a request costs no clock reading
-and no work in trio's deadline heap; limits fire no earlier than set and up
-to two ticks (`HTTPServer.timeout_tick_s`) late. A deferred answer's handler
-is timed the same way, against the `time_limit_s` it gives its writer.
+limit of its current phase as a plain number; one sweeper task per server
+(`enforce_timeouts`, with `_limits.TimeLimits`) ends those whose limit has
+passed, up to two ticks (`HTTPServer.timeout_tick_s`) late. A deferred
+answer's handler is timed the same way, against the `time_limit_s` it gives
+its writer.
 """
 
 from __future__ import annotations
@@ -52,7 +50,8 @@ from .._http._handler import (
 from .._speedups import USING_EXTENSIONS
 from ._collector import collect_fully, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache, Interruptible
-from ._quotas import ConnectionQuota, head_limit, refuse, slow_heads_threshold
+from ._limits import TimeLimits, end_gradually
+from ._quotas import ConnectionQuota, refuse
 from ._socketio import (
     RESOURCE_ERRNOS,
     BatchEndSender,
@@ -68,33 +67,10 @@ from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 logger = logging.getLogger("trio_mcp.server")
 
-#: How many overdue connections the sweeper ends per scheduler batch.
-CANCELS_PER_BATCH: Final = 4
-
-#: The answer when the bodies being received would exceed their budget.
-_BODIES_FULL: Final = (
-    b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n"
-    b"content-type: text/plain; charset=utf-8\r\ncontent-length: 29\r\n"
-    b"connection: close\r\n\r\ntoo many bodies being received"
-)
 _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
-
-
-async def _end_gradually(overdue: list[Connection]) -> None:
-    """End the `overdue` connections, `CANCELS_PER_BATCH` per scheduler batch.
-
-    Each connection runs its ending (a 408, a close) in the batch after it is
-    told to end: a few at a time, so that a thousand slow heads due in one
-    tick do not make one batch that every other request waits behind.
-    """
-    while overdue:
-        for conn in overdue[-CANCELS_PER_BATCH:]:
-            conn.end_overdue()
-        del overdue[-CANCELS_PER_BATCH:]
-        await trio.lowlevel.checkpoint()
 
 
 @final
@@ -128,12 +104,9 @@ class HTTPServer:
         "_shutdown",
         "_dates",
         "_batch",
-        "_watchers",
         "quota",
         "_refused",
-        "_head_limit",
-        "_heads_waiting",
-        "_slow_heads",
+        "_limits",
         "_interruptible",
         "timeout_tick_s",
     )
@@ -158,28 +131,17 @@ class HTTPServer:
         #: Sends the answers held by connections when trio's scheduler batch
         #: ends (while `_run` runs; ``config.batch_end_sends``).
         self._batch: BatchEndSender | None = None
-        #: Where the watches of long answers' clients run (while `_run` runs).
-        self._watchers: trio.Nursery | None = None
         #: The connections accepted, in all and per client address.
         self.quota = ConnectionQuota(config)
         self._refused = 0
-        #: The head time limit now (shorter while many heads are slow) and the
-        #: number of connections still sending their heads, at the last tick.
-        self._head_limit = config.head_timeout_s
-        self._heads_waiting = 0
-        self._slow_heads = slow_heads_threshold(config, self.quota.cap)
+        #: The sweeper's view of the connections' time limits.
+        self._limits = TimeLimits(config, self._connections, self.quota)
         #: Whether an overdue head's socket can be interrupted instead of
         #: its connection cancelled (`Connection.end_overdue`).
         self._interruptible = interrupt_wakes_readers()
-        shortest = min(
-            config.idle_timeout_s,
-            config.head_timeout_s,
-            config.body_timeout_s,
-            config.write_timeout_s,
-        )
         #: How often time limits are checked: they fire up to twice this late
         #: (a phase is timed from the first check that sees it).
-        self.timeout_tick_s = min(0.5, shortest / 8)
+        self.timeout_tick_s = self._limits.tick_s
 
     @property
     def ports(self) -> list[int]:
@@ -194,7 +156,7 @@ class HTTPServer:
             draining=self._shutdown.is_set(),
             extensions_in_use=USING_EXTENSIONS,
             connections_refused=self._refused,
-            heads_waiting=self._heads_waiting,
+            heads_waiting=self._limits.heads_waiting,
         )
 
     def shutdown(self) -> None:
@@ -217,50 +179,12 @@ class HTTPServer:
         """
         tick = self.timeout_tick_s
         dates = self._dates
+        look = self._limits.look
         with dates.ticking():  # (tick is at most 0.5 s)
             while True:
                 await trio.sleep(tick)
                 dates.refresh()
-                await _end_gradually(self._check_limits(trio.current_time()))
-
-    def _check_limits(self, now: float) -> list[Connection]:
-        """Note the phases and answers begun since the last tick and watch
-        long answers' clients; the connections whose limit (or whose answer's
-        limit) has passed."""
-        overdue: list[Connection] = []
-        watchers = self._watchers
-        shortened = self._head_limit
-        heads = 0
-        for conn in self._connections:
-            since = conn.since
-            limit = conn.limit
-            if conn.http.phase is HEAD and limit is not inf:  # (waiting for the rest of a head)
-                heads += 1
-                limit = min(limit, shortened)
-            if since is None:
-                conn.since = now  # a phase begun since the last tick
-            elif now - since >= limit:
-                overdue.append(conn)
-            writer = conn.answering
-            if writer is None:
-                continue
-            seen = writer.seen
-            if seen is None:
-                writer.seen = now
-                continue
-            if now - seen >= writer.time_limit_s and not writer.overdue:
-                writer.overdue = True
-                overdue.append(conn)
-            elif not writer.watched and watchers is not None:
-                # An answer seen running at two ticks takes long: watch its
-                # client from now on (quick answers never cost a task).
-                writer.watched = True
-                if not writer.peer_gone_already():
-                    spawn(watchers, "a client watch", writer.watch_peer)
-        self._heads_waiting = heads
-        config = self.config
-        self._head_limit = head_limit(heads, self._slow_heads, config.head_timeout_s)
-        return overdue
+                await end_gradually(look(trio.current_time()))
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
@@ -273,7 +197,7 @@ class HTTPServer:
             async with trio.open_nursery() as clock:
                 clock.start_soon(self.enforce_timeouts)
                 async with trio.open_nursery() as connections:
-                    self._watchers = connections
+                    self._limits.watchers = connections
                     async with trio.open_nursery() as acceptors:
                         for listener in listeners:
                             acceptors.start_soon(self._accept_loop, listener, connections)
@@ -288,7 +212,7 @@ class HTTPServer:
                     connections.cancel_scope.deadline = (
                         trio.current_time() + config.shutdown_timeout_s
                     )
-                self._watchers = None
+                self._limits.watchers = None
                 clock.cancel_scope.cancel()
         finally:
             for listener in listeners:
@@ -323,7 +247,7 @@ class HTTPServer:
             group = quota.admit(host)
             if group is None:
                 self._refused += 1
-                refuse(sock)
+                refuse(sock, quota.refusal(host, trio.current_time()))
             else:
                 spawn(connections, "a connection", self._serve_socket, sock, group, host)
             accepted += 1
@@ -338,7 +262,7 @@ class HTTPServer:
             except OSError:
                 sock.close()  # reset before we got to it
                 return
-            await self._serve(io, host, io if self._interruptible else None)
+            await self._serve(io, host, io if self._interruptible else None, group)
         finally:
             self.quota.leave(group)
 
@@ -350,7 +274,11 @@ class HTTPServer:
         await self._serve(stream)
 
     async def _serve(
-        self, stream: ByteStream, client: str = "", interruptible: Interruptible | None = None
+        self,
+        stream: ByteStream,
+        client: str = "",
+        interruptible: Interruptible | None = None,
+        group: str | None = None,
     ) -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
@@ -359,7 +287,7 @@ class HTTPServer:
         if trust and trust.trusts(client):
             http.proxy = trust
         timer = trio.CancelScope()
-        conn = Connection(http, timer, interruptible)
+        conn = Connection(http, timer, interruptible, group)
         self._connections.add(conn)
         if self._shutdown.is_set():
             http.draining = True
@@ -423,7 +351,8 @@ class HTTPServer:
                         holding = http.body_size()
                         if not self.quota.take_body(holding):
                             holding = 0
-                            await _send_quietly(stream, _BODIES_FULL)
+                            refusal = self.quota.bodies_refusal(trio.current_time())
+                            await _send_quietly(stream, refusal)
                             return False
                         conn.holding = holding  # (for the connection's end)
                 conn.waiting_idle = phase is IDLE

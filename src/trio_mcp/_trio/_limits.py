@@ -1,0 +1,144 @@
+"""The server's time limits, applied by one sweeper instead of a deadline
+per connection.
+
+Each connection keeps the limit of its current phase (idle, head, body,
+writing; none while the handler runs) as a plain number, set as it changes
+phase without reading the clock (`Connection.limit_phase`). At each tick
+`TimeLimits.look` notes when it first sees each phase and each deferred
+answer, and returns the connections whose limit (or whose answer's
+``time_limit_s``) has passed since; `end_gradually` ends them a few per
+scheduler batch. So a request costs no clock reading and no work in trio's
+deadline heap; limits fire no earlier than set and up to two ticks late.
+
+The same look watches the clients of long answers (from their second tick),
+shortens the head limit while many heads are slow, and tells the connection
+quota when capacity frees up, for its refusals' ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from math import inf
+from typing import Final
+
+import trio
+
+from .._config import ServerConfig
+from .._http._connection import HEAD
+from ._connection import Connection
+from ._quotas import ConnectionQuota, head_limit, slow_heads_threshold
+from ._tasks import spawn
+
+#: How many overdue connections the sweeper ends per scheduler batch.
+CANCELS_PER_BATCH: Final = 4
+
+
+def tick_s(config: ServerConfig) -> float:
+    """How often a server with `config` looks at its time limits: an eighth
+    of the shortest, at most every 0.5 s."""
+    shortest = min(
+        config.idle_timeout_s,
+        config.head_timeout_s,
+        config.body_timeout_s,
+        config.write_timeout_s,
+    )
+    return min(0.5, shortest / 8)
+
+
+async def end_gradually(overdue: list[Connection]) -> None:
+    """End the `overdue` connections, `CANCELS_PER_BATCH` per scheduler batch.
+
+    Each connection runs its ending (a 408, a close) in the batch after it is
+    told to end: a few at a time, so that a thousand slow heads due in one
+    tick do not make one batch that every other request waits behind.
+    """
+    while overdue:
+        for conn in overdue[-CANCELS_PER_BATCH:]:
+            conn.end_overdue()
+        del overdue[-CANCELS_PER_BATCH:]
+        await trio.lowlevel.checkpoint()
+
+
+class TimeLimits:
+    """The sweeper's view of a server's connections (module docstring)."""
+
+    __slots__ = (
+        "connections",
+        "quota",
+        "watchers",
+        "head_limit_s",
+        "heads_waiting",
+        "_slow_heads",
+        "_head_timeout_s",
+        "tick_s",
+    )
+
+    def __init__(
+        self, config: ServerConfig, connections: set[Connection], quota: ConnectionQuota
+    ) -> None:
+        self.connections = connections
+        self.quota = quota
+        #: Where the watches of long answers' clients run (None: not watched).
+        self.watchers: trio.Nursery | None = None
+        #: The head time limit now (shorter while many heads are slow) and the
+        #: number of connections still sending their heads, at the last tick.
+        self.head_limit_s = config.head_timeout_s
+        self.heads_waiting = 0
+        self._slow_heads = slow_heads_threshold(config, quota.cap)
+        self._head_timeout_s = config.head_timeout_s
+        self.tick_s = tick_s(config)
+
+    def look(self, now: float) -> list[Connection]:
+        """Note the phases and answers begun since the last tick and watch
+        long answers' clients; the connections whose limit (or whose answer's
+        limit) has passed."""
+        overdue: list[Connection] = []
+        watchers = self.watchers
+        shortened = self.head_limit_s
+        heads = 0
+        # By when a connection, one receiving a body and one of each crowded
+        # group must end (for the refusals' Retry-After).
+        frees = bodies_free = inf
+        quota = self.quota
+        groups: dict[str, float] = dict.fromkeys(quota.crowded, inf)
+        for conn in self.connections:
+            since = conn.since
+            limit = conn.limit
+            if conn.http.phase is HEAD and limit is not inf:  # (waiting for the rest of a head)
+                heads += 1
+                limit = min(limit, shortened)
+            if since is None:
+                conn.since = since = now  # a phase begun since the last tick
+            elif now - since >= limit:
+                overdue.append(conn)
+            due = since + limit
+            writer = conn.answering
+            if writer is not None:
+                seen = writer.seen
+                if seen is None:
+                    writer.seen = seen = now
+                elif now - seen >= writer.time_limit_s and not writer.overdue:
+                    writer.overdue = True
+                    overdue.append(conn)
+                elif not writer.watched and watchers is not None:
+                    # An answer seen running at two ticks takes long: watch its
+                    # client from now on (quick answers never cost a task).
+                    writer.watched = True
+                    if not writer.peer_gone_already():
+                        spawn(watchers, "a client watch", writer.watch_peer)
+                due = min(due, seen + writer.time_limit_s)
+            if due < frees:
+                frees = due
+            if conn.holding and due < bodies_free:
+                bodies_free = due
+            if groups and conn.group in groups and due < groups[conn.group]:
+                groups[conn.group] = due
+        self.heads_waiting = heads
+        self.head_limit_s = head_limit(heads, self._slow_heads, self._head_timeout_s)
+        # A connection past its limit ends at the first tick that sees it.
+        tick = self.tick_s
+        quota.noted(
+            frees + tick,
+            bodies_free + tick,
+            {group: due + tick for group, due in groups.items()},
+        )
+        return overdue
