@@ -157,6 +157,18 @@ def test_a_refusal_says_when_capacity_frees() -> None:
     assert quota.bodies_refusal(10.0).endswith(b"\r\n\r\ntoo many bodies being received")
 
 
+def test_a_refusal_declares_the_length_of_its_text() -> None:
+    """The bodies' 503 once said 29 bytes of its 30: the last went out as
+    the start of another response."""
+    quota = ConnectionQuota(ServerConfig())
+    for refusal in (quota.refusal("10.0.0.1", 0.0), quota.bodies_refusal(0.0)):
+        head, text = refusal.split(b"\r\n\r\n", 1)
+        (length,) = [
+            line[16:] for line in head.split(b"\r\n") if line.startswith(b"content-length")
+        ]
+        assert int(length) == len(text)
+
+
 def test_the_head_limit_shortens_under_pressure() -> None:
     assert head_limit(0, 100, 10.0) == head_limit(50, 100, 10.0) == 10.0
     assert head_limit(75, 100, 10.0) == 5.0

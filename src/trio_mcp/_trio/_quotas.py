@@ -35,22 +35,19 @@ HEAD_LIMIT_FLOOR_S: Final = 1.0
 #: (every one carries an event stream, which ends when its client leaves):
 #: the server cannot know when one frees, so this is a guess, not a promise.
 OPEN_ENDED_RETRY_S: Final = 10
-_REFUSAL: Final = (
-    b"HTTP/1.1 503 Service Unavailable\r\n"
-    b"retry-after: %d\r\n"
-    b"content-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 20\r\n"
-    b"connection: close\r\n\r\n"
-    b"too many connections"
-)
-_BODIES_FULL: Final = (
-    b"HTTP/1.1 503 Service Unavailable\r\n"
-    b"retry-after: %d\r\n"
-    b"content-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 29\r\n"
-    b"connection: close\r\n\r\n"
-    b"too many bodies being received"
-)
+
+
+def _unavailable(text: bytes) -> bytes:
+    """A 503 that closes, saying `text`, with ``%d`` for its Retry-After."""
+    return (
+        b"HTTP/1.1 503 Service Unavailable\r\nretry-after: %%d\r\n"
+        b"content-type: text/plain; charset=utf-8\r\ncontent-length: %d\r\n"
+        b"connection: close\r\n\r\n" % len(text)
+    ) + text
+
+
+_REFUSAL: Final = _unavailable(b"too many connections")
+_BODIES_FULL: Final = _unavailable(b"too many bodies being received")
 
 
 def retry_after_s(frees_at: float, now: float) -> int:
