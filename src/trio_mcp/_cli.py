@@ -7,9 +7,10 @@
     trio-mcp bench URL [--scenario call] [--protocol 2025-11-25] [--connections 64]
                        [--rate R] [--duration S | --requests N] [--json FILE] ...
 
-TARGET names a `Server`: ``path/to/file.py:server`` or ``package.module:server``
-(the attribute defaults to ``server``). SIGINT or SIGTERM drains the server.
-The library never configures logging; this command does.
+TARGET names a `Server`: ``path/to/file.py:attr`` or ``package.module:attr``;
+without ``:attr``, the first of ``mcp``, ``server`` and ``app`` that is one.
+SIGINT or SIGTERM drains the server. The library never configures logging;
+this command does.
 
 ``bench`` is a load generator for any MCP server (``trio_mcp._bench``); it
 needs the ``loadgen`` extra and exits with its status (0 ok, 1 errors, 2 usage).
@@ -23,16 +24,39 @@ import importlib.util
 import logging
 import sys
 from pathlib import Path
+from types import ModuleType
+from typing import Final
 
 from ._app._server import Server
 from ._config import MCPConfig, ServerConfig
 from ._mcp._endpoint import run_mcp
 
+#: The attributes tried, in this order, when TARGET names none: FastMCP's
+#: examples call their server ``mcp``, ours ``server``, and some ``app``.
+DEFAULT_ATTRIBUTES: Final = ("mcp", "server", "app")
+
 
 def load_server(target: str) -> Server:
-    """The `Server` that TARGET (``file.py:attr`` or ``module:attr``) names."""
+    """The `Server` that TARGET (``file.py[:attr]`` or ``module[:attr]``) names;
+    without an attribute, the first of `DEFAULT_ATTRIBUTES` that is a Server.
+    A SystemExit says what is missing otherwise."""
     location, _, attribute = target.partition(":")
-    attribute = attribute or "server"
+    module = _import(location)
+    if attribute:
+        if not hasattr(module, attribute):
+            raise SystemExit(f"trio-mcp: {location} has no attribute {attribute!r}")
+        app = getattr(module, attribute)
+        if not isinstance(app, Server):
+            raise SystemExit(f"trio-mcp: {target} is {_kind(app)}, not a trio_mcp.Server")
+        return app
+    for name in DEFAULT_ATTRIBUTES:
+        app = getattr(module, name, None)
+        if isinstance(app, Server):
+            return app
+    raise SystemExit(_no_server(location, module))
+
+
+def _import(location: str) -> ModuleType:
     if location.endswith(".py") or "/" in location:
         path = Path(location).resolve()
         if not path.is_file():
@@ -43,19 +67,44 @@ def load_server(target: str) -> Server:
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(location)
-    app = getattr(module, attribute, None)
-    if not isinstance(app, Server):
-        raise SystemExit(f"trio-mcp: {target} is not a trio_mcp.Server")
-    return app
+        return module
+    return importlib.import_module(location)
+
+
+def _kind(value: object) -> str:
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _no_server(location: str, module: ModuleType) -> str:
+    """Why `module` has no default Server: what each default name holds, and
+    the Servers it has under other names."""
+    wrong = [
+        f"{name} is {_kind(getattr(module, name))}, not a trio_mcp.Server"
+        for name in DEFAULT_ATTRIBUTES
+        if hasattr(module, name)
+    ]
+    missing = [name for name in DEFAULT_ATTRIBUTES if not hasattr(module, name)]
+    if missing:
+        quoted = [repr(name) for name in missing]
+        listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+        wrong.append(f"no attribute named {listed}")
+    message = f"trio-mcp: found no trio_mcp.Server in {location}: {'; '.join(wrong)}"
+    others = [name for name, value in vars(module).items() if isinstance(value, Server)]
+    if others:
+        message += ". Name it: " + ", ".join(f"{location}:{name}" for name in others)
+    return message
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="trio-mcp", description="A fast MCP server on trio.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="serve an MCP application over HTTP")
-    run.add_argument("target", help="file.py:server or package.module:server")
+    run.add_argument(
+        "target",
+        help="file.py[:attr] or package.module[:attr]; attr defaults to the first "
+        "of mcp, server, app that is a trio_mcp.Server",
+    )
     run.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     run.add_argument(
         "--forwarded-allow-ips",

@@ -56,9 +56,40 @@ def test_load_server_by_module_and_errors(tmp_path) -> None:
             load_server("my_app:not_a_server")
         with pytest.raises(SystemExit, match="no such file"):
             load_server(f"{tmp_path / 'missing.py'}")
+        with pytest.raises(SystemExit, match=r"my_app has no attribute 'nothing'"):
+            load_server("my_app:nothing")
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("my_app", None)
+
+
+@pytest.mark.parametrize(
+    ("attributes", "found"),
+    [
+        (("mcp", "server", "app"), "mcp"),
+        (("server", "app"), "server"),
+        (("app",), "app"),
+        (("app", "other"), "app"),
+    ],
+)
+def test_load_server_finds_mcp_then_server_then_app(tmp_path, attributes, found) -> None:
+    lines = ["import trio_mcp"] + [f"{name} = trio_mcp.Server({name!r})" for name in attributes]
+    target = tmp_path / "found.py"
+    target.write_text("\n".join(lines) + "\n")
+    assert load_server(str(target)).name == found
+
+
+def test_load_server_says_what_is_missing(tmp_path) -> None:
+    target = tmp_path / "empty.py"
+    target.write_text("import trio_mcp\nmcp = 3\nhelper = trio_mcp.Server('h')\n")
+    with pytest.raises(SystemExit) as raised:
+        load_server(str(target))
+    message = str(raised.value)
+    # mcp is there but is not a Server; server and app are missing; the one
+    # Server found under another name is suggested.
+    assert "mcp is an int, not a trio_mcp.Server" in message
+    assert "no attribute named 'server' or 'app'" in message
+    assert f"{target}:helper" in message
 
 
 @pytest.mark.parametrize(
