@@ -484,6 +484,7 @@ async def test_sync_tool_and_structured_output(mcp: MCP) -> None:
         "type": "object",
         "properties": {"text": {"type": "string", "description": "The text to send back"}},
         "required": ["text"],
+        "additionalProperties": False,
     }
     assert listing["echo"]["description"] == "Return the text it is given."
     assert "outputSchema" not in listing["echo"]

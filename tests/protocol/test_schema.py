@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal, Optional, TypedDict
 import pytest
 
 from trio_mcp import Context, LocalProtocolError, Server
-from trio_mcp._app._schema import compile_checks, schema_for
+from trio_mcp._app._schema import compile_checks
 
 
 class Color(enum.Enum):
@@ -28,6 +28,17 @@ class Box:
     size: float = 1.0
 
 
+def _property(hint: object) -> dict[str, Any]:
+    """The input schema of a tool's one parameter `x` of type `hint`."""
+    app = Server("s")
+
+    async def tool(x) -> str:  # type: ignore[no-untyped-def]
+        return ""
+
+    tool.__annotations__["x"] = hint
+    return app.add_tool(tool, name="t").listing["inputSchema"]["properties"]["x"]
+
+
 @pytest.mark.parametrize(
     ("hint", "schema"),
     [
@@ -41,8 +52,8 @@ class Box:
         (dict[str, bool], {"type": "object", "additionalProperties": {"type": "boolean"}}),
         (Optional[int], {"anyOf": [{"type": "integer"}, {"type": "null"}]}),  # noqa: UP045
         (int | str, {"anyOf": [{"type": "integer"}, {"type": "string"}]}),
-        (Literal["a", 1], {"enum": ["a", 1]}),
-        (Color, {"enum": ["red", "blue"]}),
+        (Literal["a", "b"], {"enum": ["a", "b"], "type": "string"}),
+        (Color, {"enum": ["red", "blue"], "type": "string"}),
         (Annotated[str, "a name"], {"type": "string", "description": "a name"}),
         (
             Point,
@@ -56,7 +67,10 @@ class Box:
             Box,
             {
                 "type": "object",
-                "properties": {"label": {"type": "string"}, "size": {"type": "number"}},
+                "properties": {
+                    "label": {"type": "string"},
+                    "size": {"type": "number", "default": 1.0},
+                },
                 "required": ["label"],
             },
         ),
@@ -71,15 +85,26 @@ class Box:
         ),
     ],
 )
-def test_schema_for(hint: object, schema: dict[str, Any]) -> None:
-    assert schema_for(hint) == schema
+def test_parameter_schemas(hint: object, schema: dict[str, Any]) -> None:
+    assert _property(hint) == schema
 
 
-def test_unsupported_types_are_refused_clearly() -> None:
-    with pytest.raises(LocalProtocolError, match="no JSON Schema"):
-        schema_for(bytes)
-    with pytest.raises(LocalProtocolError, match="keys must be str"):
-        schema_for(dict[int, str])
+class Opaque:
+    """A type pydantic has no schema for."""
+
+
+def test_unsupported_types_are_refused_naming_the_tool_and_parameter() -> None:
+    app = Server("s")
+
+    async def store(item: Opaque) -> str:
+        return ""
+
+    with pytest.raises(LocalProtocolError) as raised:
+        app.add_tool(store)
+    message = str(raised.value)
+    assert "tool 'store', parameter 'item'" in message
+    assert "Opaque" in message
+    assert "input_schema=" in message  # says how to fix it
 
 
 def test_tool_schema_from_signature_skips_the_context() -> None:
@@ -100,6 +125,7 @@ def test_tool_schema_from_signature_skips_the_context() -> None:
             "limit": {"type": "integer", "default": 10},
         },
         "required": ["query"],
+        "additionalProperties": False,
     }
     assert listing["description"] == "Search things."
     assert app.tools["search"].context_param == "ctx"
@@ -119,15 +145,20 @@ def test_verbatim_schema_passes_through_unchanged() -> None:
     app = Server("s")
     tool = app.add_tool(lambda **kwargs: "ok", name="verbatim", input_schema=dict(schema))
     assert tool.listing["inputSchema"] == schema
-    assert tool.validate({"name": "x"}) is None
-    assert tool.validate({"name": ""}) is not None
-    assert tool.validate({"kind": "a"}) is not None  # allOf: name is required
-    assert tool.validate({"kind": "a", "name": "abc"}) is None
-    assert tool.validate({"kind": "a", "name": "abcd"}) is not None  # if/then
-    assert tool.validate({"kind": "b", "name": "abcd"}) is None  # else
-    for arguments in ({"name": "x"}, {"name": ""}, {"kind": "a"}, {"kind": "b", "name": "abcd"}):
-        # the fast check every call makes agrees with the explaining one
-        assert tool.accepts(arguments) == (tool.validate(arguments) is None)
+
+    def problem(arguments: dict[str, Any]) -> str | None:
+        try:
+            assert tool.convert(arguments) == arguments  # passed on as they came
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    assert problem({"name": "x"}) is None
+    assert problem({"name": ""}) is not None
+    assert problem({"kind": "a"}) is not None  # allOf: name is required
+    assert problem({"kind": "a", "name": "abc"}) is None
+    assert problem({"kind": "a", "name": "abcd"}) is not None  # if/then
+    assert problem({"kind": "b", "name": "abcd"}) is None  # else
 
 
 def test_validator_reports_where() -> None:

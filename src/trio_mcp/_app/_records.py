@@ -17,17 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, get_args, get_origin, get_type_hints
 
 from .._errors import LocalProtocolError, MCPError
-from .._json import dumps
+from .._json import dumps, loads
 from . import _content
 from ._context import Context
-from ._schema import (
-    HeaderParam,
-    JSONSchema,
-    compile_checks,
-    header_params,
-    schema_for,
-    signature_schema,
-)
+from ._schema import HeaderParam, JSONSchema, header_params, verbatim_arguments, verbatim_result
+from ._types import Result, parameters, result_type
 
 # MCP 2025-11-25 tool names: 1-128 of A-Z a-z 0-9 _ - .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -42,12 +36,14 @@ class Tool:
     name: str
     fn: Callable[..., Any]
     is_async: bool
-    param_names: tuple[str, ...]
     context_param: str | None
-    accepts: Callable[[Any], bool]  # the arguments' fast check...
-    validate: Callable[[Any], str | None]  # ...and why they fail it
+    #: The arguments object -> a new dict of keyword arguments, converted to the
+    #: parameters' types; ValueError (`_types.describe` says why) if they do not fit.
+    convert: Callable[[Any], dict[str, Any]]
+    #: What the tool returned -> its structuredContent, checked against the output
+    #: schema (ValueError if it does not fit); None without an output schema.
+    to_json: Callable[[Any], Any] | None
     wrap_result: bool  # structured output of a non-object type, wrapped as {"result": ...}
-    has_output_schema: bool
     header_params: tuple[HeaderParam, ...]
     listing: dict[str, Any] = field(repr=False)
 
@@ -67,6 +63,9 @@ class Resource:
 class ResourceTemplate:
     uri_template: str
     pattern: re.Pattern[str]
+    #: The URI's variables -> keyword arguments of their parameters' types
+    #: (ValueError: the URI does not fit the template).
+    convert: Callable[[Any], dict[str, Any]]
     fn: Callable[..., Any]
     is_async: bool
     mime_type: str | None
@@ -80,8 +79,9 @@ class Prompt:
     name: str
     fn: Callable[..., Any]
     is_async: bool
-    param_names: tuple[str, ...]
-    required: frozenset[str]
+    #: The arguments (strings, as MCP sends them) -> keyword arguments of the
+    #: parameters' types (ValueError if they do not fit).
+    convert: Callable[[Any], dict[str, Any]]
     context_param: str | None
     listing: dict[str, Any] = field(repr=False)
 
@@ -126,49 +126,53 @@ def tool_record(
     output_schema: JSONSchema | None,
     annotations: dict[str, Any] | None,
     headers: dict[str, str] | None,
+    allow_unknown: bool = False,
 ) -> Tool:
     """The `Tool` for `fn` (see `Server.add_tool`); LocalProtocolError for a
     bad name or schema."""
     tool_name = name or fn.__name__
     if not _TOOL_NAME.fullmatch(tool_name):
         raise LocalProtocolError(f"invalid tool name {tool_name!r}")
+    owner = f"tool {tool_name!r}"
     context_param = _context_param(fn)
     if input_schema is None:
-        schema, names = signature_schema(fn, skip=_is_context)
+        params = parameters(fn, owner=owner, skip=_is_context, allow_unknown=allow_unknown)
+        schema, convert = params.schema, params.convert
     else:
-        schema = input_schema
-        names = list(input_schema.get("properties", {}))
+        schema, convert = input_schema, verbatim_arguments(input_schema)
     if schema.get("type") != "object":
-        raise LocalProtocolError(f"tool {tool_name!r}: the input schema must be an object schema")
+        raise LocalProtocolError(f"{owner}: the input schema must be an object schema")
     for param, header in (headers or {}).items():
         prop = schema.get("properties", {}).get(param)
         if prop is None:
-            raise LocalProtocolError(f"tool {tool_name!r}: no parameter {param!r} for a header")
+            raise LocalProtocolError(f"{owner}: no parameter {param!r} for a header")
         prop["x-mcp-header"] = header
     try:
         mirrored = header_params(schema)
     except LocalProtocolError as exc:
-        raise LocalProtocolError(f"tool {tool_name!r}: {exc}") from None
+        raise LocalProtocolError(f"{owner}: {exc}") from None
     wrap_result = False
-    if output_schema is None:
-        output_schema, wrap_result = _output_schema(fn)
+    to_json = None
+    if output_schema is not None:
+        to_json = verbatim_result(output_schema)
+    else:
+        result = _result(fn, owner)
+        if result is not None:
+            output_schema, wrap_result, to_json = result.schema, result.wrapped, result.to_json
     listing: dict[str, Any] = {"name": tool_name}
     _put(listing, "title", title)
     _put(listing, "description", description if description is not None else _doc(fn))
     listing["inputSchema"] = schema
     _put(listing, "outputSchema", output_schema)
     _put(listing, "annotations", annotations)
-    accepts, validate = compile_checks(schema)
     tool = Tool(
         name=tool_name,
         fn=fn,
         is_async=_is_async(fn),
-        param_names=tuple(names),
         context_param=context_param,
-        accepts=accepts,
-        validate=validate,
+        convert=convert,
+        to_json=to_json,
         wrap_result=wrap_result,
-        has_output_schema=output_schema is not None,
         header_params=mirrored,
         listing=listing,
     )
@@ -196,6 +200,7 @@ def resource_record(
         return ResourceTemplate(
             uri_template=uri,
             pattern=_template_pattern(uri),
+            convert=_template_parameters(fn, uri),
             fn=fn,
             is_async=_is_async(fn),
             mime_type=mime_type,
@@ -219,28 +224,72 @@ def prompt_record(
 ) -> Prompt:
     """The `Prompt` for `fn` (see `Server.add_prompt`)."""
     prompt_name = name or fn.__name__
-    schema, names = signature_schema(fn, skip=_is_context)
-    required = frozenset(schema.get("required", ()))
+    params = parameters(fn, owner=f"prompt {prompt_name!r}", skip=_is_context, allow_unknown=True)
+    required = frozenset(params.schema.get("required", ()))
+    properties = params.schema.get("properties", {})
     arguments = []
-    for arg in names:
+    for arg in params.names:
         entry: dict[str, Any] = {"name": arg, "required": arg in required}
-        _put(entry, "description", schema["properties"][arg].get("description"))
+        _put(entry, "description", properties[arg].get("description"))
         arguments.append(entry)
     listing: dict[str, Any] = {"name": prompt_name}
     _put(listing, "title", title)
     _put(listing, "description", description if description is not None else _doc(fn))
     if arguments:
         listing["arguments"] = arguments
-    prompt = Prompt(
+    return Prompt(
         name=prompt_name,
         fn=fn,
         is_async=_is_async(fn),
-        param_names=tuple(names),
-        required=required,
+        convert=_from_strings(params.convert, properties),
         context_param=_context_param(fn),
         listing=listing,
     )
-    return prompt
+
+
+def _from_strings(
+    convert: Callable[[Any], dict[str, Any]], properties: dict[str, JSONSchema]
+) -> Callable[[Any], dict[str, Any]]:
+    """`convert` for prompt arguments, which MCP sends as strings: the value of
+    a parameter that takes no string (a list, a model, a number) is read as JSON
+    first when it is JSON, as FastMCP does."""
+    decoded = frozenset(name for name, prop in properties.items() if not _takes_strings(prop))
+    if not decoded:
+        return convert
+
+    def convert_strings(arguments: Any) -> dict[str, Any]:
+        if not isinstance(arguments, dict):
+            return convert(arguments)
+        given = dict(arguments)
+        for name in decoded & given.keys():
+            if isinstance(given[name], str):
+                try:
+                    given[name] = loads(given[name])
+                except ValueError:
+                    pass  # validation says what is wrong with it
+        return convert(given)
+
+    return convert_strings
+
+
+def _takes_strings(prop: JSONSchema) -> bool:
+    kinds = [prop.get("type"), *(option.get("type") for option in prop.get("anyOf", ()))]
+    return "string" in kinds or all(kind is None for kind in kinds)
+
+
+def _template_parameters(fn: Callable[..., Any], uri: str) -> Callable[[Any], dict[str, Any]]:
+    """`convert` for a resource template's variables; LocalProtocolError when the
+    variables and `fn`'s parameters do not pair up."""
+    owner = f"resource template {uri!r}"
+    params = parameters(fn, owner=owner, skip=_is_context)
+    variables = set(re.findall(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri))
+    required = set(params.schema.get("required", ()))
+    if variables - set(params.names) or required - variables:
+        raise LocalProtocolError(
+            f"{owner}: the function's parameters must be the template's variables "
+            f"({', '.join(sorted(variables))}); it takes {', '.join(params.names) or 'none'}"
+        )
+    return params.convert
 
 
 def _template_pattern(template: str) -> re.Pattern[str]:
@@ -251,29 +300,33 @@ def _template_pattern(template: str) -> re.Pattern[str]:
     return re.compile(regex)
 
 
-_UNSTRUCTURED: Final = (str, type(None), inspect.Signature.empty)
+_UNSTRUCTURED: Final = (str, type(None), inspect.Signature.empty, Any, _content.Content)
 
 
-def _output_schema(fn: Callable[..., Any]) -> tuple[JSONSchema | None, bool]:
-    hints = get_type_hints(fn, include_extras=True)
-    ret = hints.get("return", inspect.Signature.empty)
-    if ret in _UNSTRUCTURED or ret is Any or ret is _content.Content:
-        return None, False
+def _result(fn: Callable[..., Any], owner: str) -> Result | None:
+    """The output schema of `fn`'s return annotation, or None for text, content
+    or no annotation."""
+    ret = get_type_hints(fn, include_extras=True).get("return", inspect.Signature.empty)
+    if ret in _UNSTRUCTURED:
+        return None
     if get_origin(ret) is list and get_args(ret) == (_content.Content,):
-        return None, False
-    try:
-        schema = schema_for(ret)
-    except LocalProtocolError:
-        return None, False
-    if schema.get("type") == "object":
-        return schema, False
-    return {"type": "object", "properties": {"result": schema}, "required": ["result"]}, True
+        return None
+    return result_type(ret, owner)
 
 
 def tool_result(tool: Tool, value: Any) -> dict[str, Any]:
-    """The CallToolResult for what a tool returned."""
+    """The CallToolResult for what a tool returned; ValueError when the tool has
+    an output schema and the value does not fit it."""
     if isinstance(value, dict) and "content" in value and isinstance(value["content"], list):
         return value  # already a CallToolResult
+    if tool.to_json is not None:
+        # With an output schema every answer is structured and fits it (the
+        # spec's MUST); a value that does not fit is the handler's error.
+        data = tool.to_json(value)
+        return {
+            "content": [_content.text(dumps(data).decode())],
+            "structuredContent": {"result": data} if tool.wrap_result else data,
+        }
     if value is None:
         return {"content": []}
     if isinstance(value, str):
@@ -282,11 +335,7 @@ def tool_result(tool: Tool, value: Any) -> dict[str, Any]:
         return {"content": [value]}
     if isinstance(value, list) and value and all(_content.is_content(v) for v in value):
         return {"content": value}
-    structured = {"result": value} if tool.wrap_result else value
-    result: dict[str, Any] = {"content": [_content.text(dumps(value).decode())]}
-    if tool.has_output_schema:
-        result["structuredContent"] = structured
-    return result
+    return {"content": [_content.text(dumps(value).decode())]}
 
 
 def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[str, Any]]:

@@ -1,154 +1,24 @@
-"""JSON Schema from Python type hints, and argument validators compiled once.
+"""JSON Schemas given verbatim, their validators compiled once, docstring
+parameter descriptions, and the ``x-mcp-header`` rules.
 
-`schema_for(hint)` covers what tool signatures use: str, int, float, bool,
-None, list/tuple/set, dict with str keys, Optional and unions, Literal, Enum,
-TypedDict, dataclasses and Any; ``Annotated[T, "text"]`` adds a description.
-Validation of arguments (against a derived or a verbatim user schema) uses
-jsonschema-rs, compiled when the tool is registered.
+Schemas derived from type hints come from `_types` (pydantic); a schema a
+registration gives verbatim (``input_schema=``, ``output_schema=``) is checked
+with jsonschema-rs, compiled when the tool is registered.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import enum
-import inspect
 import re
-import types
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, Final, Literal, Union, get_args, get_origin, get_type_hints
+from typing import Any, Final
 
 import jsonschema_rs
 
 from .._errors import LocalProtocolError
-from .._json import dumps
 
 JSONSchema = dict[str, Any]
-
-_SCALARS: dict[Any, JSONSchema] = {
-    str: {"type": "string"},
-    int: {"type": "integer"},
-    float: {"type": "number"},
-    bool: {"type": "boolean"},
-    type(None): {"type": "null"},
-    Any: {},
-    object: {},
-}
-
-
-def schema_for(hint: Any) -> JSONSchema:
-    """The JSON Schema of values of type `hint` (raises LocalProtocolError if unsupported)."""
-    if hint in _SCALARS:
-        return dict(_SCALARS[hint])
-    origin = get_origin(hint)
-    if origin is typing.Annotated:
-        base, *extras = get_args(hint)
-        schema = schema_for(base)
-        for extra in extras:
-            if isinstance(extra, str):
-                schema["description"] = extra
-        return schema
-    if origin is Union or origin is types.UnionType:
-        options = [schema_for(arg) for arg in get_args(hint)]
-        return {"anyOf": options}
-    if origin is Literal:
-        values = list(get_args(hint))
-        return {"enum": values}
-    if origin in (list, Sequence, set, frozenset) or hint in (list, set, frozenset):
-        args = get_args(hint)
-        schema = {"type": "array"}
-        if args:
-            schema["items"] = schema_for(args[0])
-        if origin in (set, frozenset):
-            schema["uniqueItems"] = True
-        return schema
-    if origin is tuple:
-        args = get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return {"type": "array", "items": schema_for(args[0])}
-        return {
-            "type": "array",
-            "prefixItems": [schema_for(a) for a in args],
-            "minItems": len(args),
-            "maxItems": len(args),
-        }
-    if origin in (dict, Mapping) or hint is dict:
-        args = get_args(hint)
-        schema = {"type": "object"}
-        if args:
-            if args[0] is not str:
-                raise LocalProtocolError(
-                    f"dict keys must be str in a tool signature, not {args[0]}"
-                )
-            schema["additionalProperties"] = schema_for(args[1])
-        return schema
-    if isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return {"enum": [member.value for member in hint]}
-    if isinstance(hint, type) and typing.is_typeddict(hint):
-        required_keys: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
-        return _object_schema(get_type_hints(hint, include_extras=True), required_keys)
-    if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        hints = get_type_hints(hint, include_extras=True)
-        fields = {f.name: hints[f.name] for f in dataclasses.fields(hint)}
-        required = {
-            f.name
-            for f in dataclasses.fields(hint)
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        }
-        return _object_schema(fields, required)
-    raise LocalProtocolError(f"no JSON Schema for type {hint!r}; give the schema explicitly")
-
-
-def _object_schema(fields: Mapping[str, Any], required: typing.AbstractSet[str]) -> JSONSchema:
-    schema: JSONSchema = {
-        "type": "object",
-        "properties": {name: schema_for(hint) for name, hint in fields.items()},
-    }
-    needed = [name for name in fields if name in required]
-    if needed:
-        schema["required"] = needed
-    return schema
-
-
-def signature_schema(
-    fn: Callable[..., Any], *, skip: Callable[[Any], bool]
-) -> tuple[JSONSchema, list[str]]:
-    """The input schema of `fn`'s parameters, and the names of those it takes.
-
-    Parameters whose annotation satisfies `skip` (the injected Context) are left
-    out. A parameter without a default is required.
-    """
-    hints = get_type_hints(fn, include_extras=True)
-    documented = param_docs(inspect.getdoc(fn) or "")
-    properties: dict[str, JSONSchema] = {}
-    required: list[str] = []
-    names: list[str] = []
-    for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise LocalProtocolError(f"{fn.__qualname__}: *args and **kwargs can't be tool inputs")
-        hint = hints.get(param.name, Any)
-        if skip(hint):
-            continue
-        schema = schema_for(hint)
-        if "description" not in schema and param.name in documented:
-            schema["description"] = documented[param.name]
-        if param.default is not param.empty:
-            try:
-                dumps(param.default)  # the default documents itself if it is JSON
-            except TypeError:
-                pass
-            else:
-                schema["default"] = param.default
-        else:
-            required.append(param.name)
-        properties[param.name] = schema
-        names.append(param.name)
-    schema = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return schema, names
-
 
 _SECTION = re.compile(r"^(Args|Arguments|Parameters|Params):\s*$")
 _ENTRY = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
@@ -181,6 +51,33 @@ def param_docs(doc: str) -> dict[str, str]:
         elif current is not None:
             found[current] = (found[current] + " " + stripped).strip()
     return found
+
+
+def verbatim_arguments(schema: JSONSchema) -> Callable[[Any], dict[str, Any]]:
+    """``convert(arguments)`` for a verbatim input schema: the arguments the
+    schema accepts, each property passed by name as it came; ValueError why not."""
+    is_valid, check = compile_checks(schema)
+    names = frozenset(schema.get("properties", {}))
+
+    def convert(arguments: Any) -> dict[str, Any]:
+        if not is_valid(arguments):
+            raise ValueError(check(arguments))
+        return {key: value for key, value in arguments.items() if key in names}
+
+    return convert
+
+
+def verbatim_result(schema: JSONSchema) -> Callable[[Any], Any]:
+    """``to_json(value)`` for a verbatim output schema: the value as it is, if
+    the schema accepts it; ValueError why not."""
+    is_valid, check = compile_checks(schema)
+
+    def to_json(value: Any) -> Any:
+        if not is_valid(value):
+            raise ValueError(check(value))
+        return value
+
+    return to_json
 
 
 def compile_checks(

@@ -114,6 +114,7 @@ class Server:
         output_schema: JSONSchema | None = None,
         annotations: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        allow_unknown_arguments: bool = False,
     ) -> Callable[[F], F]: ...
     def tool(
         self,
@@ -125,6 +126,7 @@ class Server:
         output_schema: JSONSchema | None = None,
         annotations: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        allow_unknown_arguments: bool = False,
     ) -> Any:
         """Register the decorated function as a tool (see `add_tool`).
 
@@ -142,6 +144,7 @@ class Server:
                 output_schema=output_schema,
                 annotations=annotations,
                 headers=headers,
+                allow_unknown_arguments=allow_unknown_arguments,
             )
             return fn
 
@@ -159,13 +162,25 @@ class Server:
         output_schema: JSONSchema | None = None,
         annotations: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        allow_unknown_arguments: bool = False,
     ) -> Tool:
         """Register `fn` as a tool.
 
-        The input schema comes from the type hints of `fn`'s parameters, or is
-        `input_schema` verbatim (then the arguments object is passed as keyword
-        arguments). The output schema comes from the return annotation unless
-        it is str, None or content; `output_schema` overrides it.
+        The input schema comes from the type hints of `fn`'s parameters
+        (through pydantic: JSON types, pydantic models, dataclasses, TypedDicts,
+        enums, datetimes, UUIDs and the rest; ``Annotated[T, Field(...)]`` or
+        ``Annotated[T, "description"]``; descriptions from the docstring's
+        ``Args:``), and `fn` receives the arguments converted to those types.
+        Arguments that are no parameter are refused unless
+        `allow_unknown_arguments` (then they are dropped). Or the schema is
+        `input_schema` verbatim, and the arguments object is passed as keyword
+        arguments as it came.
+
+        The output schema comes from the return annotation unless it is str,
+        None or content (a non-object type is wrapped as ``{"result": ...}``);
+        `output_schema` overrides it. A value that does not fit the output
+        schema is the tool's error. LocalProtocolError, naming the parameter,
+        for a type with no JSON Schema.
         """
         tool = tool_record(
             fn,
@@ -176,6 +191,7 @@ class Server:
             output_schema=output_schema,
             annotations=annotations,
             headers=headers,
+            allow_unknown=allow_unknown_arguments,
         )
         if tool.name in self.tools:
             raise LocalProtocolError(f"a tool named {tool.name!r} is already registered")

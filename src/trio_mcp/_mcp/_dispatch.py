@@ -20,6 +20,7 @@ import trio
 from .._app._context import Context
 from .._app._records import prompt_messages, resource_contents, tool_result
 from .._app._server import Server
+from .._app._types import describe
 from .._errors import InputRequired, MCPError, ToolError
 from .._protocol._envelope import ALL_VERSIONS
 from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
@@ -126,18 +127,21 @@ class Dispatcher:
         arguments = dict.get(params, "arguments", {})
         if arguments is None:
             arguments = {}
+        problem: str | None = None
         if not isinstance(arguments, dict):
-            problem: str | None = "arguments must be an object"
-        elif tool.accepts(arguments):
-            problem = None
+            problem = "arguments must be an object"
         else:
-            problem = tool.validate(arguments)
+            try:
+                kwargs = tool.convert(arguments)
+            except ValueError as exc:
+                problem = describe(exc)
+            except RecursionError:
+                problem = "the arguments nest too deeply"
         if problem is not None:
             message = f"Invalid arguments for tool {tool.name}: {problem}"
             if at_least(version, "2025-11-25"):
                 return {"content": [{"type": "text", "text": message}], "isError": True}
             raise MCPError(INVALID_PARAMS, message)
-        kwargs = {k: v for k, v in arguments.items() if k in tool.param_names}
         if tool.context_param is not None:
             kwargs[tool.context_param] = ctx
         try:
@@ -151,11 +155,18 @@ class Dispatcher:
             return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
         except Exception:
             logger.exception("tool %s failed", tool.name)
-            return {
-                "content": [{"type": "text", "text": f"Tool {tool.name} failed"}],
-                "isError": True,
-            }
-        return tool_result(tool, value)
+            return _failed(f"Tool {tool.name} failed")
+        try:
+            return tool_result(tool, value)
+        except ValueError as exc:
+            logger.error(
+                "tool %s returned a value that does not fit its output schema: %s",
+                tool.name,
+                describe(exc, "field"),
+            )
+            return _failed(
+                f"Tool {tool.name} returned a result that does not fit its output schema"
+            )
 
     async def _resources_list(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
@@ -186,7 +197,10 @@ class Dispatcher:
         for template in self.app.resource_templates.values():
             match = template.pattern.fullmatch(uri)
             if match is not None:
-                kwargs = dict(match.groupdict())
+                try:
+                    kwargs = template.convert(match.groupdict())
+                except ValueError:
+                    continue  # the URI does not fit the template's types
                 if template.context_param is not None:
                     kwargs[template.context_param] = ctx
                 value = await self._call(template.fn, template.is_async, kwargs)
@@ -228,10 +242,12 @@ class Dispatcher:
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):
             raise MCPError(INVALID_PARAMS, "Invalid params: arguments must be an object")
-        missing = sorted(prompt.required - arguments.keys())
-        if missing:
-            raise MCPError(INVALID_PARAMS, f"Missing required arguments: {', '.join(missing)}")
-        kwargs = {k: v for k, v in arguments.items() if k in prompt.param_names}
+        try:
+            kwargs = prompt.convert(arguments)
+        except ValueError as exc:
+            raise MCPError(
+                INVALID_PARAMS, f"Invalid arguments for prompt {prompt.name}: {describe(exc)}"
+            ) from None
         if prompt.context_param is not None:
             kwargs[prompt.context_param] = ctx
         value = await self._call(prompt.fn, prompt.is_async, kwargs)
@@ -271,6 +287,10 @@ class Dispatcher:
                 "hasMore": len(values) > 100,
             }
         }
+
+
+def _failed(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True}
 
 
 def _with_cache(
