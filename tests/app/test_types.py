@@ -268,6 +268,7 @@ def test_non_object_results_are_wrapped() -> None:
         "type": "object",
         "properties": {"result": {"type": "string", "format": "date"}},
         "required": ["result"],
+        "x-fastmcp-wrap-result": True,
     }
     assert tool_result(tool, datetime.date(2026, 12, 3))["structuredContent"] == {
         "result": "2026-12-03"

@@ -479,6 +479,7 @@ async def test_sync_tool_and_structured_output(mcp: MCP) -> None:
         "type": "object",
         "properties": {"result": {"type": "integer"}},
         "required": ["result"],
+        "x-fastmcp-wrap-result": True,
     }
     assert listing["echo"]["inputSchema"] == {
         "type": "object",

@@ -130,6 +130,23 @@ class Context:
             dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         )
 
+    # FastMCP's shorthands for log(), so that handlers written for it run unchanged.
+    async def debug(self, message: Any, logger_name: str | None = None) -> None:
+        """``log("debug", message)``."""
+        await self.log("debug", message, logger_name)
+
+    async def info(self, message: Any, logger_name: str | None = None) -> None:
+        """``log("info", message)``."""
+        await self.log("info", message, logger_name)
+
+    async def warning(self, message: Any, logger_name: str | None = None) -> None:
+        """``log("warning", message)``."""
+        await self.log("warning", message, logger_name)
+
+    async def error(self, message: Any, logger_name: str | None = None) -> None:
+        """``log("error", message)``."""
+        await self.log("error", message, logger_name)
+
     async def _ask(
         self,
         method: str,

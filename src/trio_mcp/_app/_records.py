@@ -21,7 +21,7 @@ from .._json import dumps, loads
 from . import _content
 from ._context import Context
 from ._schema import HeaderParam, JSONSchema, header_params, verbatim_arguments, verbatim_result
-from ._types import Result, parameters, result_type
+from ._types import Result, json_text, parameters, result_type
 
 # MCP 2025-11-25 tool names: 1-128 of A-Z a-z 0-9 _ - .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -335,7 +335,7 @@ def tool_result(tool: Tool, value: Any) -> dict[str, Any]:
         return {"content": [value]}
     if isinstance(value, list) and value and all(_content.is_content(v) for v in value):
         return {"content": value}
-    return {"content": [_content.text(dumps(value).decode())]}
+    return {"content": [_content.text(json_text(value))]}
 
 
 def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[str, Any]]:
@@ -344,14 +344,18 @@ def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[
         entry: dict[str, Any] = {"uri": uri, "text": value}
     elif isinstance(value, bytes | bytearray):
         entry = {"uri": uri, "blob": _content._b64(bytes(value))}
-    elif isinstance(value, list):
+    elif isinstance(value, list) and value and all(_is_resource_entry(v) for v in value):
         return value
-    else:
-        entry = {"uri": uri, "text": dumps(value).decode()}
+    else:  # any other value (a list of titles, a model, a dict) as JSON, as FastMCP does
+        entry = {"uri": uri, "text": json_text(value)}
         mime_type = mime_type or "application/json"
     if mime_type is not None:
         entry["mimeType"] = mime_type
     return [entry]
+
+
+def _is_resource_entry(value: object) -> bool:
+    return isinstance(value, dict) and "uri" in value and ("text" in value or "blob" in value)
 
 
 def prompt_messages(value: Any) -> list[dict[str, Any]]:

@@ -179,10 +179,20 @@ def result_type(hint: Any, owner: str) -> Result:
             f"{owner}, return annotation: {_unsupported(hint, exc)}; or give output_schema=..."
         ) from None
     schema = clean_schema(_json_schema(adapter, "serialization"))
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_LOCAL_REF):
+        # A recursive model at the root: its definition is the root, as FastMCP has it.
+        schema = {**schema["$defs"][ref[len(_LOCAL_REF) :]], "$defs": schema["$defs"]}
     wrapped = schema.get("type") != "object"
     if wrapped:
         defs = schema.pop("$defs", None)
-        schema = {"type": "object", "properties": {"result": schema}, "required": ["result"]}
+        # The marker tells FastMCP's client to unwrap; other clients ignore it.
+        schema = {
+            "type": "object",
+            "properties": {"result": schema},
+            "required": ["result"],
+            "x-fastmcp-wrap-result": True,
+        }
         if defs is not None:
             schema["$defs"] = defs
     validate = adapter.validator.validate_python
@@ -192,6 +202,12 @@ def result_type(hint: Any, owner: str) -> Result:
         return dump(validate(value), mode="json", by_alias=True)
 
     return Result(schema, wrapped, to_json)
+
+
+def json_text(value: Any) -> str:
+    """Any value a handler may return (JSON types, models, dataclasses,
+    datetimes, UUIDs...) as JSON text, for results with no declared type."""
+    return pydantic_core.to_json(value, by_alias=True).decode()
 
 
 def describe(error: ValueError, kind: str = "argument") -> str:
