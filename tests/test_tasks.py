@@ -25,6 +25,11 @@ DIRECT_STARTS = {
     ("_trio/_server.py", "serve"),  # run(): the server itself, in trio.run's nursery
     ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input
     ("_trio/_tasks.py", "_guard"),  # spawn itself
+    # the test client's own tasks, in a nursery of its own: a failure there is
+    # the test's to see (its connections to the server are spawned)
+    ("testing.py", "http.enforce_timeouts"),
+    ("testing.py", "self._talk.session_stream"),
+    ("testing.py", "self._talk.listen"),
 }
 
 

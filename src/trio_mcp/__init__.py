@@ -22,6 +22,8 @@ from ._errors import HeaderValueError as HeaderValueError
 from ._errors import LocalProtocolError as LocalProtocolError
 from ._errors import MCPError as MCPError
 from ._errors import RemoteProtocolError as RemoteProtocolError
+from ._errors import ResourceError as ResourceError
+from ._errors import ResourceNotFound as ResourceNotFound
 from ._errors import ToolError as ToolError
 from ._errors import TrioMCPError as TrioMCPError
 from ._http._connection import Request as Request
@@ -52,6 +54,8 @@ __all__ = [
     "MCPEndpoint",
     "MCPStatistics",
     "Server",
+    "ResourceError",
+    "ResourceNotFound",
     "ToolError",
     "audio_content",
     "embedded_blob",

@@ -65,6 +65,21 @@ class ToolError(TrioMCPError):
     """Raise from a tool to report a failure the model should see (``isError``)."""
 
 
+class ResourceError(TrioMCPError):
+    """Raise from a resource (or a template) to fail the read with this message,
+    which the client sees (JSON-RPC -32603); any other exception is answered
+    without its details. A `ToolError` raised there counts as one."""
+
+
+class ResourceNotFound(ResourceError):
+    """Raise from a resource template to say there is no such resource: the
+    revision's not-found answer (-32002 through 2025-11-25, -32602 on
+    2026-07-28, which forbids -32002), with the URI in ``data``."""
+
+    def __init__(self, message: str = "Resource not found") -> None:
+        super().__init__(message)
+
+
 class Rejection(TrioMCPError):
     """A request refused before it runs: answer the HTTP `status` with the
     JSON-RPC `error` in the body (and `headers`), for the request `request_id`

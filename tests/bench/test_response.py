@@ -13,6 +13,7 @@ from trio_mcp._bench._response import (
     ResponseReader,
     classify,
     session_id,
+    sse_events,
     sse_messages,
     status_error,
 )
@@ -75,6 +76,29 @@ def test_chunked_sse_response_counts_progress_and_the_answer(read) -> None:
     assert reader.is_sse and reader.status == 200
     assert [orjson.loads(m) for m in sse_messages(reader.body)] == [PROGRESS, PROGRESS, FINAL]
     assert classify(reader) == (None, 2)
+
+
+def test_sse_events_keep_ids_and_priming_events() -> None:
+    body = event(None, "a-1") + b": keepalive\n\n" + event(PROGRESS, "a-2") + b"data: x\n\n"
+    assert sse_events(body) == [
+        (b"a-1", b""),
+        (b"a-2", orjson.dumps(PROGRESS)),
+        (None, b"x"),
+    ]
+    assert sse_messages(body) == [orjson.dumps(PROGRESS), b"x"]
+
+
+@given(st.lists(st.integers(min_value=1, max_value=len(SSE) - 1), max_size=12))
+def test_taking_the_body_as_it_comes_gives_it_all_once(cuts: list[int]) -> None:
+    points = sorted(set(cuts))
+    pieces = [SSE[a:b] for a, b in zip([0, *points], [*points, len(SSE)], strict=True)]
+    reader = ResponseReader()
+    taken = b""
+    for piece in pieces:
+        done = reader.feed(piece)
+        taken += reader.take_body()
+    assert done
+    assert taken + reader.body == read_whole(SSE).body
 
 
 @pytest.mark.parametrize("read", [read_whole, read_bytewise])

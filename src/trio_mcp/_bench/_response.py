@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from typing import Final
 
-import orjson
-
 from .._errors import PeerProtocolError
+from .._json import JSONDecodeError, loads
 
 HEAD: Final = 0
 LENGTH: Final = 1  # body of Content-Length bytes
@@ -118,6 +117,16 @@ class ResponseReader:
     def leftover(self) -> bool:
         """Whether bytes beyond the finished response were received."""
         return bool(self._buf)
+
+    def take_body(self) -> bytes:
+        """The chunked body's bytes framed so far and not taken yet, for a client
+        that acts on a stream's events as they arrive; once the response is
+        complete, `body` holds only what was not taken."""
+        parts = self._parts
+        if not parts:
+            return b""
+        self._parts = []
+        return b"".join(parts)
 
     # -- internals -------------------------------------------------------------
 
@@ -246,18 +255,30 @@ def session_id(reader: ResponseReader) -> bytes | None:
     return header(reader.head, reader.head.lower(), b"mcp-session-id")
 
 
-def sse_messages(body: bytes) -> list[bytes]:
-    """The data of each event of an event-stream body (events with no data skipped)."""
-    messages = []
+def sse_events(body: bytes) -> list[tuple[bytes | None, bytes]]:
+    """(id, data) of each event of an event-stream body; data is empty when
+    the event has none (a priming event), and blocks with neither are skipped."""
+    events = []
     for event in body.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n"):
+        event_id = None
         data = []
         for line in event.split(b"\n"):
             if line.startswith(b"data:"):
                 value = line[5:]
                 data.append(value[1:] if value.startswith(b" ") else value)
-        if data and any(data):
-            messages.append(b"\n".join(data))
-    return messages
+            elif line.startswith(b"id:"):
+                value = line[3:]
+                event_id = value[1:] if value.startswith(b" ") else value
+        if any(data):
+            events.append((event_id, b"\n".join(data)))
+        elif event_id is not None:
+            events.append((event_id, b""))
+    return events
+
+
+def sse_messages(body: bytes) -> list[bytes]:
+    """The data of each event of an event-stream body (events with no data skipped)."""
+    return [data for _, data in sse_events(body) if data]
 
 
 def _message_error(message: object) -> str | None:
@@ -278,8 +299,8 @@ def _message_error(message: object) -> str | None:
 
 def _json_error(body: bytes) -> str | None:
     try:
-        message = orjson.loads(body)
-    except orjson.JSONDecodeError:
+        message = loads(body)
+    except JSONDecodeError:
         return "protocol"
     return _message_error(message)
 
@@ -310,8 +331,8 @@ def classify(reader: ResponseReader) -> tuple[str | None, int]:
     final: str | None = "protocol"  # an event stream that never answered
     for data in sse_messages(body):
         try:
-            message = orjson.loads(data)
-        except orjson.JSONDecodeError:
+            message = loads(data)
+        except JSONDecodeError:
             return "protocol", progress
         if isinstance(message, dict) and "method" in message and "id" not in message:
             if message["method"] == "notifications/progress":

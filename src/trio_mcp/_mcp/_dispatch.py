@@ -21,9 +21,14 @@ from .._app._context import Context
 from .._app._records import prompt_messages, resource_contents, tool_result
 from .._app._server import Server
 from .._app._types import describe
-from .._errors import InputRequired, MCPError, ToolError
+from .._errors import InputRequired, MCPError, ResourceError, ResourceNotFound, ToolError
 from .._protocol._envelope import ALL_VERSIONS
-from .._protocol._jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND
+from .._protocol._jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    RESOURCE_NOT_FOUND,
+)
 from .._protocol._logging import LOG_LEVELS
 from .._protocol._revisions import at_least
 from .._protocol._sessions import Session
@@ -188,7 +193,7 @@ class Dispatcher:
             kwargs: dict[str, Any] = {}
             if resource.context_param is not None:
                 kwargs[resource.context_param] = ctx
-            value = await self._call(resource.fn, resource.is_async, kwargs)
+            value = await self._read(resource.fn, resource.is_async, kwargs, uri, version)
             return _with_cache(
                 {"contents": resource_contents(uri, resource.mime_type, value)},
                 resource.cache,
@@ -203,13 +208,30 @@ class Dispatcher:
                     continue  # the URI does not fit the template's types
                 if template.context_param is not None:
                     kwargs[template.context_param] = ctx
-                value = await self._call(template.fn, template.is_async, kwargs)
+                value = await self._read(template.fn, template.is_async, kwargs, uri, version)
                 return _with_cache(
                     {"contents": resource_contents(uri, template.mime_type, value)},
                     template.cache,
                     version,
                 )
-        raise MCPError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+        raise _not_found(uri, version, "Resource not found")
+
+    async def _read(
+        self,
+        fn: Callable[..., Any],
+        is_async: bool,
+        kwargs: dict[str, Any],
+        uri: str,
+        version: str,
+    ) -> Any:
+        """What a resource function returned; its ResourceError (or ToolError)
+        as the error the client sees."""
+        try:
+            return await self._call(fn, is_async, kwargs)
+        except ResourceNotFound as exc:
+            raise _not_found(uri, version, str(exc)) from None
+        except (ResourceError, ToolError) as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc), {"uri": uri}) from None
 
     async def _resources_subscribe(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
@@ -287,6 +309,12 @@ class Dispatcher:
                 "hasMore": len(values) > 100,
             }
         }
+
+
+def _not_found(uri: str, version: str, message: str) -> MCPError:
+    # 2026-07-28 forbids -32002 and answers an unknown resource as invalid params.
+    code = INVALID_PARAMS if at_least(version, "2026-07-28") else RESOURCE_NOT_FOUND
+    return MCPError(code, message, {"uri": uri})
 
 
 def _failed(message: str) -> dict[str, Any]:
