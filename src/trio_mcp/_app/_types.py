@@ -44,9 +44,10 @@ class Parameters:
 
     schema: JSONSchema
     names: tuple[str, ...]
-    #: ``convert(arguments) -> kwargs``: a new dict of converted values (the
-    #: defaults of absent parameters included); ValueError (pydantic's
-    #: ValidationError) for arguments that do not fit, `describe` says why.
+    #: ``convert(arguments) -> kwargs``: a new dict of converted values (an
+    #: absent parameter is absent: the call gives it its default); ValueError
+    #: (pydantic's ValidationError) for arguments that do not fit, `describe`
+    #: says why.
     convert: Callable[[Any], dict[str, Any]]
 
 
@@ -79,8 +80,13 @@ def parameters(
         hint = _described(hint)
         # Keyword-only, so that pydantic hands every value back by name.
         kept.append(param.replace(kind=param.KEYWORD_ONLY, annotation=_compatible(hint)))
-    adapter = _adapter(_collector(kept), owner, kept, "ignore" if allow_unknown else None)
-    schema = clean_schema(_json_schema(adapter, "validation"))
+    extra = "ignore" if allow_unknown else None
+    # The schema is that of a function of these parameters, as FastMCP derives
+    # it (defaults included); the arguments are validated as a TypedDict of
+    # them, which returns the converted dict without calling anything back.
+    signature = _adapter(_collector(kept), owner, kept, extra)
+    schema = clean_schema(_json_schema(signature, "validation"))
+    validator = _adapter(_arguments_type(kept, owner, extra or "forbid"), owner, kept).validator
     documented = param_docs(inspect.getdoc(fn) or "")
     for name, prop in schema.get("properties", {}).items():
         if "description" not in prop and name in documented:
@@ -90,7 +96,7 @@ def parameters(
     else:
         schema["additionalProperties"] = False
     names = tuple(param.name for param in kept)
-    return Parameters(schema, names, adapter.validator.validate_python)
+    return Parameters(schema, names, validator.validate_python)
 
 
 def _described(hint: Any) -> Any:
@@ -116,6 +122,22 @@ def _collector(params: list[inspect.Parameter]) -> Callable[..., dict[str, Any]]
     collect.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     collect.__annotations__ = {param.name: param.annotation for param in params}
     return collect
+
+
+def _arguments_type(params: list[inspect.Parameter], owner: str, extra: str) -> Any:
+    """A TypedDict of the parameters (those without a default are required) whose
+    pydantic config says what becomes of other keys (`extra`)."""
+    fields = {
+        param.name: (
+            typing_extensions.Required[param.annotation]
+            if param.default is param.empty
+            else typing_extensions.NotRequired[param.annotation]
+        )
+        for param in params
+    }
+    arguments: Any = typing_extensions.TypedDict(f"{owner} arguments", fields)  # type: ignore[misc]
+    arguments.__pydantic_config__ = pydantic.ConfigDict(extra=extra)  # type: ignore[typeddict-item]
+    return arguments
 
 
 def _adapter(
