@@ -136,7 +136,8 @@ def _arguments_type(params: list[inspect.Parameter], owner: str, extra: str) -> 
         for param in params
     }
     arguments: Any = typing_extensions.TypedDict(f"{owner} arguments", fields)  # type: ignore[misc]
-    arguments.__pydantic_config__ = pydantic.ConfigDict(extra=extra)  # type: ignore[typeddict-item]
+    config = pydantic.ConfigDict(extra=extra)  # type: ignore[typeddict-item]
+    arguments.__pydantic_config__ = config  # type: ignore[attr-defined]
     return arguments
 
 
