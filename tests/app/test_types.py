@@ -371,3 +371,14 @@ def test_template_variables_and_parameters_must_pair_up() -> None:
         app.add_resource(lambda item_id, extra: "", "items://{item_id}")
     # a parameter with a default need not be in the template
     app.add_resource(lambda item_id, extra=1: "", "ok://{item_id}")
+
+
+def test_an_annotation_that_names_nothing_is_refused_naming_the_tool() -> None:
+    class Local(BaseModel):
+        value: int
+
+    def use(item: Local) -> str:  # with postponed annotations, "Local" is not resolvable
+        return ""
+
+    with pytest.raises(LocalProtocolError, match=r"tool 'use': an annotation names 'Local'"):
+        _tool(use)

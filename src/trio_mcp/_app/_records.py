@@ -14,14 +14,14 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, get_args, get_origin, get_type_hints
+from typing import Any, Final, get_args, get_origin
 
 from .._errors import LocalProtocolError, MCPError
 from .._json import dumps, loads
 from . import _content
 from ._context import Context
 from ._schema import HeaderParam, JSONSchema, header_params, verbatim_arguments, verbatim_result
-from ._types import Result, json_text, parameters, result_type
+from ._types import Result, json_text, parameters, result_type, type_hints
 
 # MCP 2025-11-25 tool names: 1-128 of A-Z a-z 0-9 _ - .
 _TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
@@ -99,8 +99,8 @@ def _doc(fn: Callable[..., Any]) -> str | None:
     return "\n".join(kept).strip() or None
 
 
-def _context_param(fn: Callable[..., Any]) -> str | None:
-    hints = get_type_hints(fn)
+def _context_param(fn: Callable[..., Any], owner: str) -> str | None:
+    hints = type_hints(fn, owner)
     for name, hint in hints.items():
         if name != "return" and _is_context(hint):
             return name
@@ -134,7 +134,7 @@ def tool_record(
     if not _TOOL_NAME.fullmatch(tool_name):
         raise LocalProtocolError(f"invalid tool name {tool_name!r}")
     owner = f"tool {tool_name!r}"
-    context_param = _context_param(fn)
+    context_param = _context_param(fn, owner)
     if input_schema is None:
         params = parameters(fn, owner=owner, skip=_is_context, allow_unknown=allow_unknown)
         schema, convert = params.schema, params.convert
@@ -195,7 +195,7 @@ def resource_record(
     _put(listing, "title", title)
     _put(listing, "description", description if description is not None else _doc(fn))
     _put(listing, "mimeType", mime_type)
-    context_param = _context_param(fn)
+    context_param = _context_param(fn, f"resource {uri!r}")
     if "{" in uri:
         return ResourceTemplate(
             uri_template=uri,
@@ -224,7 +224,8 @@ def prompt_record(
 ) -> Prompt:
     """The `Prompt` for `fn` (see `Server.add_prompt`)."""
     prompt_name = name or fn.__name__
-    params = parameters(fn, owner=f"prompt {prompt_name!r}", skip=_is_context, allow_unknown=True)
+    owner = f"prompt {prompt_name!r}"
+    params = parameters(fn, owner=owner, skip=_is_context, allow_unknown=True)
     required = frozenset(params.schema.get("required", ()))
     properties = params.schema.get("properties", {})
     arguments = []
@@ -242,7 +243,7 @@ def prompt_record(
         fn=fn,
         is_async=_is_async(fn),
         convert=_from_strings(params.convert, properties),
-        context_param=_context_param(fn),
+        context_param=_context_param(fn, owner),
         listing=listing,
     )
 
@@ -306,7 +307,7 @@ _UNSTRUCTURED: Final = (str, type(None), inspect.Signature.empty, Any, _content.
 def _result(fn: Callable[..., Any], owner: str) -> Result | None:
     """The output schema of `fn`'s return annotation, or None for text, content
     or no annotation."""
-    ret = get_type_hints(fn, include_extras=True).get("return", inspect.Signature.empty)
+    ret = type_hints(fn, owner).get("return", inspect.Signature.empty)
     if ret in _UNSTRUCTURED:
         return None
     if get_origin(ret) is list and get_args(ret) == (_content.Content,):

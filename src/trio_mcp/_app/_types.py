@@ -66,7 +66,7 @@ def parameters(
     refused. LocalProtocolError, naming the parameter, for a type with no
     JSON Schema.
     """
-    hints = typing.get_type_hints(fn, include_extras=True)
+    hints = type_hints(fn, owner)
     kept: list[inspect.Parameter] = []
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -97,6 +97,19 @@ def parameters(
         schema["additionalProperties"] = False
     names = tuple(param.name for param in kept)
     return Parameters(schema, names, validator.validate_python)
+
+
+def type_hints(fn: Callable[..., Any], owner: str) -> dict[str, Any]:
+    """`fn`'s annotations, evaluated; LocalProtocolError naming `owner` for one
+    that names something the function's module does not have."""
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except NameError as exc:
+        raise LocalProtocolError(
+            f"{owner}: an annotation names {exc.name!r}, which is not defined where the "
+            "function is (with `from __future__ import annotations`, a type must be "
+            "importable from the function's module, not local to another function)"
+        ) from None
 
 
 def _described(hint: Any) -> Any:
