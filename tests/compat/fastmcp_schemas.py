@@ -1,6 +1,7 @@
 """Run in FastMCP's interpreter (``scripts/peers`` installs it): print, as
 JSON, the listing FastMCP gives each tool of type_cases.py, and the tools,
-resource templates and prompts of the notes server given as argv[1]."""
+resource templates and prompts of each server file given as an argument
+(by file name)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import type_cases  # noqa: E402
 
 
 def _load(path: str):  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("notes_server", path)
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -48,9 +49,9 @@ async def main() -> None:
     for name, fn in type_cases.tools():
         cases.tool(fn, name=name)
     cases.tool(type_cases.with_defaults)
-    out = {"cases": await _listing(cases)}
-    if len(sys.argv) > 1:
-        out["notes"] = await _listing(_load(sys.argv[1]))
+    out = {"cases": await _listing(cases), "servers": {}}
+    for path in sys.argv[1:]:
+        out["servers"][Path(path).name] = await _listing(_load(path))
     json.dump(out, sys.stdout)
 
 

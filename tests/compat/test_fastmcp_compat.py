@@ -3,9 +3,10 @@ changed, and see the schemas FastMCP 4.2.3 gives them (issue 23).
 
 FastMCP runs in its own interpreter, installed by ``scripts/peers`` (CI runs
 it first): ``fastmcp_schemas.py`` prints what FastMCP derives for every case
-of ``type_cases.py`` and for ``notes_server.py``, and these tests derive the
-same with trio-mcp and compare. The official Python client
-(``notes_client.py``) then uses the notes server on trio-mcp, over HTTP.
+of ``type_cases.py`` and for the servers (``notes_server.py``,
+``inventory_server.py``), and these tests derive the same with trio-mcp and
+compare. The official Python client (``plan_client.py``) then uses every
+tool, resource and prompt of each server on trio-mcp, over HTTP.
 
 Every difference is named in `KNOWN_DIFFERENCES`, with its reason; the README's
 type table lists the same. A new difference fails the test.
@@ -58,7 +59,11 @@ FASTMCP_IMPORTS = "from fastmcp import Context, FastMCP  # the import line the t
 async def _fastmcp_listings() -> dict[str, Any]:
     with trio.fail_after(120):
         done = await trio.run_process(
-            [str(FASTMCP_PYTHON), str(HERE / "fastmcp_schemas.py"), str(HERE / "notes_server.py")],
+            [
+                str(FASTMCP_PYTHON),
+                str(HERE / "fastmcp_schemas.py"),
+                *(str(HERE / name) for name in PLANS),
+            ],
             capture_stdout=True,
             capture_stderr=True,
             check=False,
@@ -81,13 +86,13 @@ def _type_cases() -> Server:
     return app
 
 
-def _notes_server(tmp_path: Path) -> Server:
-    """notes_server.py with trio-mcp's import line in place of FastMCP's."""
-    text = (HERE / "notes_server.py").read_text()
+def _ours(name: str, tmp_path: Path) -> Path:
+    """The server file `name` with trio-mcp's import line in place of FastMCP's."""
+    text = (HERE / name).read_text()
     assert FASTMCP_IMPORTS in text
-    target = tmp_path / "notes_server.py"
+    target = tmp_path / name
     target.write_text(text.replace(FASTMCP_IMPORTS, OUR_IMPORTS))
-    return load_server(str(target))
+    return target
 
 
 def _schemas(app: Server) -> dict[str, dict[str, Any]]:
@@ -97,6 +102,13 @@ def _schemas(app: Server) -> dict[str, dict[str, Any]]:
             "outputSchema": tool.listing.get("outputSchema"),
         }
         for name, tool in app.tools.items()
+    }
+
+
+def _prompt_arguments(app: Server) -> dict[str, list[list[Any]]]:
+    return {
+        name: [[a["name"], a["required"]] for a in prompt.listing.get("arguments", [])]
+        for name, prompt in app.prompts.items()
     }
 
 
@@ -122,25 +134,26 @@ async def test_every_type_gets_fastmcps_schemas() -> None:
     assert "owner_id" in theirs["t_nested_model"]["outputSchema"]["properties"]
 
 
-async def test_the_notes_server_runs_with_only_its_imports_changed(tmp_path: Path) -> None:
-    theirs = (await _fastmcp_listings())["notes"]
-    app = _notes_server(tmp_path)
+@pytest.mark.parametrize("name", ["notes_server.py", "inventory_server.py"])
+async def test_a_server_runs_with_only_its_imports_changed(name: str, tmp_path: Path) -> None:
+    theirs = (await _fastmcp_listings())["servers"][name]
+    app = load_server(str(_ours(name, tmp_path)))
     assert _schemas(app) == theirs["tools"]
     assert sorted(app.resource_templates) == sorted(theirs["templates"])
-    ours_prompts = {
-        name: [[a["name"], a["required"]] for a in prompt.listing.get("arguments", [])]
-        for name, prompt in app.prompts.items()
-    }
-    assert ours_prompts == {
-        name: [[a["name"], a["required"]] for a in arguments]
-        for name, arguments in theirs["prompts"].items()
+    assert _prompt_arguments(app) == {
+        prompt: [[a["name"], a["required"]] for a in arguments]
+        for prompt, arguments in theirs["prompts"].items()
     }
 
 
-async def test_the_official_client_uses_the_notes_server(
-    tmp_path: Path, nursery: trio.Nursery
+@pytest.mark.parametrize("name", ["notes_server.py", "inventory_server.py"])
+async def test_the_official_client_uses_every_tool_resource_and_prompt(
+    name: str, tmp_path: Path, nursery: trio.Nursery
 ) -> None:
-    app = _notes_server(tmp_path)
+    app = load_server(str(_ours(name, tmp_path)))
+    plan, expected = PLANS[name]
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps(plan))
     config = MCPConfig(http=ServerConfig(port=0))
     server = await nursery.start(
         lambda task_status: serve_mcp(app, config, task_status=task_status)
@@ -149,7 +162,7 @@ async def test_the_official_client_uses_the_notes_server(
     try:
         with trio.fail_after(120):
             done = await trio.run_process(
-                [str(CLIENT_PYTHON), str(HERE / "notes_client.py"), "http", url],
+                [str(CLIENT_PYTHON), str(HERE / "plan_client.py"), str(plan_file), "http", url],
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
@@ -159,31 +172,135 @@ async def test_the_official_client_uses_the_notes_server(
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     seen = json.loads(done.stdout)
     assert seen["schemas"] == _schemas(app)
-    alpha, beta = seen["created"]
-    namespace = uuid.UUID("12345678-1234-5678-1234-567812345678")
-    assert alpha == {
-        "title": "alpha",
-        "body": "",
-        "priority": "high",
-        "due": "2026-12-24",
-        "tags": ["x"],
-        "id": str(uuid.uuid5(namespace, "alpha")),
-        "created": "2026-12-03T12:00:00Z",
-    }
-    assert beta["priority"] == "low" and beta["due"] is None
-    assert seen["logs"] == ["creating alpha", "creating beta"]
-    assert seen["found"] == {"result": [alpha]}
-    assert seen["due"] == {"result": [alpha]}
-    assert seen["stats"] == {"count": 2, "high": 1}
-    assert seen["days"] == {"result": 28}
-    assert seen["progress"] == [[1, 2], [2, 2]]
-    assert seen["bad"]["is_error"] is True
-    (message,) = seen["bad"]["text"]
-    assert "note.title: String should have at least 1 character" in message
-    assert "unexpected argument 'colour'" in message
-    assert seen["read"]["title"] == "alpha"
-    assert seen["by_priority"] == ["alpha"]
-    assert seen["no_match"] == -32002  # "urgent" is no Priority: the template does not match
-    assert seen["templates"] == ["notes://by-priority/{priority}/{limit}", "notes://{note_id}"]
-    assert seen["prompt_arguments"] == {"summarize": [["priority", True], ["words", False]]}
-    assert seen["prompt"] == ["In at most 20 words, summarize these high notes: alpha"]
+    assert seen["templates"] == sorted(app.resource_templates)
+    assert seen["prompt_arguments"] == _prompt_arguments(app)
+    covered = {step.get("call") or step.get("read") or step.get("prompt") for step in plan}
+    assert set(app.tools) | set(app.prompts) <= covered  # every tool and prompt is used
+    assert len(seen["outcomes"]) == len(expected)
+    for step, outcome, want in zip(plan, seen["outcomes"], expected, strict=True):
+        assert want(outcome), (step, outcome)
+    assert seen["logs"] == LOGS[name]
+    assert seen["progress"] == PROGRESS[name]
+
+
+# ---- the plans: each step, and what its outcome must be ------------------------------
+
+NAMESPACE = uuid.UUID("12345678-1234-5678-1234-567812345678")
+ALPHA_ID = str(uuid.uuid5(NAMESPACE, "alpha"))
+ALPHA = {
+    "title": "alpha",
+    "body": "",
+    "priority": "high",
+    "due": "2026-12-24",
+    "tags": ["x"],
+    "id": ALPHA_ID,
+    "created": "2026-12-03T12:00:00Z",
+}
+ALPHA_IN = {"title": "alpha", "priority": "high", "due": "2026-12-24", "tags": ["x"]}
+
+
+def _structured(value: Any) -> Any:
+    return lambda outcome: outcome["structured"] == value and outcome["is_error"] is False
+
+
+def _tool_error(*words: str) -> Any:
+    return lambda outcome: (
+        outcome["is_error"] is True and all(word in outcome["text"][0] for word in words)
+    )
+
+
+def _contents(*texts: str) -> Any:
+    return lambda outcome: outcome == {"contents": list(texts)}
+
+
+def _error(code: int) -> Any:
+    return lambda outcome: outcome.get("error") == code
+
+
+def _messages(*texts: str) -> Any:
+    return lambda outcome: outcome == {"messages": list(texts)}
+
+
+LINES = [
+    {"sku": "apple", "quantity": 4},
+    {"sku": "flour", "quantity": 2, "unit": 2},
+]
+
+PLANS: dict[str, tuple[list[dict[str, Any]], list[Any]]] = {
+    "notes_server.py": (
+        [
+            {"call": "create_note", "arguments": {"note": ALPHA_IN}},
+            {"call": "create_note", "arguments": {"note": {"title": "beta"}}},
+            {"call": "find_notes", "arguments": {"priority": "high", "limit": 5}},
+            {"call": "find_notes", "arguments": {"due_before": "2027-01-01"}},
+            {"call": "note_stats"},
+            {"call": "days_until", "arguments": {"when": "2026-12-31"}},
+            {"call": "create_note", "arguments": {"note": {"title": ""}, "colour": "red"}},
+            {"call": "find_notes", "arguments": {"limit": 0}},
+            {"read": f"notes://{ALPHA_ID}"},
+            {"read": "notes://by-priority/high/5"},
+            {"read": "notes://by-priority/urgent/5"},
+            {"prompt": "summarize", "arguments": {"priority": "high", "words": "20"}},
+            {"prompt": "summarize", "arguments": {"priority": "urgent"}},
+        ],
+        [
+            _structured(ALPHA),
+            lambda o: o["structured"]["title"] == "beta" and o["structured"]["due"] is None,
+            _structured({"result": [ALPHA]}),
+            _structured({"result": [ALPHA]}),
+            _structured({"count": 2, "high": 1}),
+            _structured({"result": 28}),
+            _tool_error(
+                "note.title: String should have at least 1 character",
+                "unexpected argument 'colour'",
+            ),
+            _tool_error("limit: Input should be greater than or equal to 1 (got 0)"),
+            lambda o: json.loads(o["contents"][0])["title"] == "alpha",
+            _contents('["alpha"]'),
+            _error(-32002),  # "urgent" is no Priority: the template does not match
+            _messages("In at most 20 words, summarize these high notes: alpha"),
+            _error(-32602),
+        ],
+    ),
+    "inventory_server.py": (
+        [
+            {"call": "summarize_order", "arguments": {"lines": LINES}},
+            {
+                "call": "price_order",
+                "arguments": {"lines": LINES, "unit_price": {"amount": "1.25"}},
+            },
+            {
+                "call": "schedule_delivery",
+                "arguments": {
+                    "order_id": ALPHA_ID,
+                    "day": "2026-12-24",
+                    "window": ["09:30:00", "12:00:00"],
+                },
+            },
+            {"call": "schedule_delivery", "arguments": {"order_id": "nope", "day": "soon"}},
+            {"read": "stock://all"},
+            {"read": "stock://apple/5"},
+            {"read": "stock://flour/5"},
+            {"read": "stock://flour/many"},
+            {"prompt": "reorder", "arguments": {"sku": "flour", "below": "3"}},
+        ],
+        [
+            _structured({"lines": 2, "pieces": 4, "kilos": 2}),
+            _structured({"amount": "7.50", "currency": "EUR"}),
+            _structured({"result": "2026-12-24T09:30:00Z"}),
+            _tool_error(
+                "order_id: Input should be a valid UUID", "missing required argument 'window'"
+            ),
+            _contents('{"apple":10,"flour":3}'),
+            _contents("yes"),
+            _contents("no"),
+            _error(-32002),
+            _messages("Reorder flour when fewer than 3 are left."),
+        ],
+    ),
+}
+LOGS = {
+    "notes_server.py": ["creating alpha", "creating beta"],
+    "inventory_server.py": ["pricing 2 lines"],
+}
+PROGRESS = {"notes_server.py": [[1, 2], [2, 2]], "inventory_server.py": [[1, 2], [2, 2]]}
