@@ -343,8 +343,10 @@ def test_public_names() -> None:
         "resource_link",
         "run",
         "run_mcp",
+        "run_stdio",
         "serve",
         "serve_mcp",
+        "serve_stdio",
         "text_content",
     ]
     for name in trio_mcp.__all__:

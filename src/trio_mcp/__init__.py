@@ -38,6 +38,8 @@ from ._mcp._endpoint import MCPEndpoint as MCPEndpoint
 from ._mcp._endpoint import MCPStatistics as MCPStatistics
 from ._mcp._endpoint import run_mcp as run_mcp
 from ._mcp._endpoint import serve_mcp as serve_mcp
+from ._mcp._stdio import run_stdio as run_stdio
+from ._mcp._stdio import serve_stdio as serve_stdio
 from ._speedups import USING_EXTENSIONS as USING_EXTENSIONS
 from ._trio._server import HTTPServer as HTTPServer
 from ._trio._server import HTTPServerStatistics as HTTPServerStatistics
@@ -63,7 +65,9 @@ __all__ = [
     "image_content",
     "resource_link",
     "run_mcp",
+    "run_stdio",
     "serve_mcp",
+    "serve_stdio",
     "text_content",
     "DeferredResponse",
     "ResponseWriter",

@@ -1,6 +1,7 @@
 """The ``trio-mcp`` command line.
 
-    trio-mcp run TARGET [--host HOST] [--port PORT] [--path /mcp] [--stateless]
+    trio-mcp run TARGET [--transport http|stdio]
+                        [--host HOST] [--port PORT] [--path /mcp] [--stateless]
                         [--forwarded-allow-ips ADDRESSES]
                         [--json-response] [--max-sessions 1024]
                         [--max-sessions-per-client N] [--log-level info]
@@ -10,7 +11,8 @@
 TARGET names a `Server`: ``path/to/file.py:attr`` or ``package.module:attr``;
 without ``:attr``, the first of ``mcp``, ``server`` and ``app`` that is one.
 SIGINT or SIGTERM drains the server. The library never configures logging;
-this command does.
+this command does, always to stderr. ``--transport stdio`` serves one client on
+stdin and stdout (the HTTP options do not apply) until stdin ends.
 
 ``bench`` is a load generator for any MCP server (``trio_mcp._bench``); it
 needs the ``loadgen`` extra and exits with its status (0 ok, 1 errors, 2 usage).
@@ -30,6 +32,7 @@ from typing import Final
 from ._app._server import Server
 from ._config import MCPConfig, ServerConfig
 from ._mcp._endpoint import run_mcp
+from ._mcp._stdio import run_stdio
 
 #: The attributes tried, in this order, when TARGET names none: FastMCP's
 #: examples call their server ``mcp``, ours ``server``, and some ``app``.
@@ -99,11 +102,18 @@ def _no_server(location: str, module: ModuleType) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="trio-mcp", description="A fast MCP server on trio.")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="serve an MCP application over HTTP")
+    run = commands.add_parser("run", help="serve an MCP application over HTTP or stdio")
     run.add_argument(
         "target",
         help="file.py[:attr] or package.module[:attr]; attr defaults to the first "
         "of mcp, server, app that is a trio_mcp.Server",
+    )
+    run.add_argument(
+        "--transport",
+        choices=["http", "stdio"],
+        default="http",
+        help="http (default): serve on --host and --port; stdio: serve one client on "
+        "stdin and stdout (logs go to stderr), until stdin ends",
     )
     run.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     run.add_argument(
@@ -169,7 +179,9 @@ def main(argv: list[str] | None = None) -> None:
 
         raise SystemExit(bench_main(args))
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s"
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,  # (never stdout: with --transport stdio, it is the protocol's)
     )
     app = load_server(args.target)
     config = MCPConfig(
@@ -190,4 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         max_sessions=args.max_sessions,
         max_sessions_per_client=args.max_sessions_per_client,
     )
-    run_mcp(app, config)
+    if args.transport == "stdio":
+        run_stdio(app, config)
+    else:
+        run_mcp(app, config)

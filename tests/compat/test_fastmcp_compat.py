@@ -6,7 +6,8 @@ it first): ``fastmcp_schemas.py`` prints what FastMCP derives for every case
 of ``type_cases.py`` and for the servers (``notes_server.py``,
 ``inventory_server.py``), and these tests derive the same with trio-mcp and
 compare. The official Python client (``plan_client.py``) then uses every
-tool, resource and prompt of each server on trio-mcp, over HTTP.
+tool, resource and prompt of each server on trio-mcp, over HTTP and over
+stdio (the client starting ``trio-mcp run FILE --transport stdio``).
 
 Every difference is named in `KNOWN_DIFFERENCES`, with its reason; the README's
 type table lists the same. A new difference fails the test.
@@ -146,29 +147,35 @@ async def test_a_server_runs_with_only_its_imports_changed(name: str, tmp_path: 
     }
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
 @pytest.mark.parametrize("name", ["notes_server.py", "inventory_server.py"])
 async def test_the_official_client_uses_every_tool_resource_and_prompt(
-    name: str, tmp_path: Path, nursery: trio.Nursery
+    name: str, transport: str, tmp_path: Path, nursery: trio.Nursery
 ) -> None:
-    app = load_server(str(_ours(name, tmp_path)))
+    ours = _ours(name, tmp_path)
+    app = load_server(str(ours))
     plan, expected = PLANS[name]
     plan_file = tmp_path / "plan.json"
     plan_file.write_text(json.dumps(plan))
-    config = MCPConfig(http=ServerConfig(port=0))
-    server = await nursery.start(
-        lambda task_status: serve_mcp(app, config, task_status=task_status)
-    )
-    url = f"http://127.0.0.1:{server.ports[0]}/mcp"
+    client = [str(CLIENT_PYTHON), str(HERE / "plan_client.py"), str(plan_file)]
+    server = None
+    if transport == "http":
+        config = MCPConfig(http=ServerConfig(port=0))
+        server = await nursery.start(
+            lambda task_status: serve_mcp(app, config, task_status=task_status)
+        )
+        client += ["http", f"http://127.0.0.1:{server.ports[0]}/mcp"]
+    else:  # the client starts the server: trio-mcp run FILE --transport stdio
+        client += ["stdio", sys.executable, "-m", "trio_mcp", "run", str(ours)]
+        client += ["--transport", "stdio"]
     try:
         with trio.fail_after(120):
             done = await trio.run_process(
-                [str(CLIENT_PYTHON), str(HERE / "plan_client.py"), str(plan_file), "http", url],
-                capture_stdout=True,
-                capture_stderr=True,
-                check=False,
+                client, capture_stdout=True, capture_stderr=True, check=False
             )
     finally:
-        server.shutdown()
+        if server is not None:
+            server.shutdown()
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     seen = json.loads(done.stdout)
     assert seen["schemas"] == _schemas(app)

@@ -2,7 +2,7 @@
 ``initialize``, which mints the session of the 2025 revisions.
 
 Shared by the transports that answer an initialize (the 2025 POST, the
-2024-11-05 HTTP+SSE message) and the 2026-07-28 results, which carry
+2024-11-05 HTTP+SSE message, stdio) and the 2026-07-28 results, which carry
 ``serverInfo`` in their ``_meta``.
 """
 
@@ -94,6 +94,17 @@ class Handshake:
         except SessionsFull as full:
             return rejection_response(sessions_full(full))
         return _welcome(message, result, session)
+
+    async def initialize_session(self, session_id: str, message: RPCRequest) -> dict[str, Any]:
+        """The answer to an initialize on a transport whose session exists
+        before it (2024-11-05 HTTP+SSE, stdio): what was negotiated goes into
+        that session's record."""
+        try:
+            version, capabilities, client_info, result = self.initialize_result(message.params)
+        except MCPError as exc:
+            return error_message(message.id, exc)
+        await self.sessions.update(session_id, version, capabilities, client_info)
+        return {"jsonrpc": "2.0", "id": message.id, "result": result}
 
     async def initialize(self, message: RPCRequest, principal: object, owner: str) -> Response:
         """`initialize_nowait`'s answer (for a valid initialize, not batched,

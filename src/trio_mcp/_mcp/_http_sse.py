@@ -11,7 +11,7 @@ it ends, the session ends with everything it holds.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Final
+from typing import Final
 
 import trio
 
@@ -28,7 +28,6 @@ from .._protocol._jsonrpc import (
     RPCResponse,
     answer_bytes,
     decode_body,
-    error_message,
 )
 from .._protocol._sessions import Session, session_owner
 from .._speedups import format_event
@@ -200,7 +199,7 @@ class HTTPSSETransport:
             with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
                 stream = SSEStream(session, outbox, scope)
                 if message.method == "initialize":
-                    answer = await self._initialize(session, message)
+                    answer = await self.handshake.initialize_session(session.id, message)
                 else:
                     answer = await self.runner.run(
                         message, stream, request.headers, principal, None
@@ -215,13 +214,3 @@ class HTTPSSETransport:
                 self._answering[session.id] = left
             else:
                 del self._answering[session.id]
-
-    async def _initialize(self, session: Session, message: RPCRequest) -> dict[str, Any]:
-        try:
-            version, capabilities, client_info, result = self.handshake.initialize_result(
-                message.params
-            )
-        except MCPError as exc:
-            return error_message(message.id, exc)
-        await self.sessions.update(session.id, version, capabilities, client_info)
-        return {"jsonrpc": "2.0", "id": message.id, "result": result}

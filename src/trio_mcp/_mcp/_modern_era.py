@@ -41,7 +41,6 @@ from .._protocol._jsonrpc import (
     answer_bytes,
     error_status,
 )
-from .._protocol._logging import LOG_LEVELS
 from .._speedups import decode_header_value, format_event
 from .._stores._stores import Stores
 from ._fanout import Broadcaster
@@ -60,7 +59,7 @@ _CACHEABLE: Final = frozenset(
         "resources/read",
     }
 )
-_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 #: subscriptions/listen flags and the server capability each needs (with listChanged).
 _LISTEN_FLAGS: Final = {
     "toolsListChanged": "tools",
@@ -121,11 +120,6 @@ class ModernTransport:
         method = rpc.method
         try:
             envelope = check_envelope(method, rpc.params, request.singles)
-            if envelope.log_level is not None and envelope.log_level not in LOG_LEVELS:
-                error = MCPError(
-                    INVALID_PARAMS, f"Invalid params: unknown log level {envelope.log_level!r}"
-                )
-                raise Rejection(400, error)
         except Rejection as rejection:
             rejection.request_id = rpc.id
             raise
@@ -212,6 +206,14 @@ class ModernTransport:
 
     def _listen(self, message: RPCRequest, cors: Headers) -> DeferredResponse:
         """subscriptions/listen: an open stream of the notifications the client asked for."""
+        honored = self.honored(message)
+        meta = b'"_meta":' + dumps({SUBSCRIPTION_ID: message.id})
+        listener = Listener(message.id, honored, meta, self.config.stream_queue_bytes)
+        return DeferredResponse(partial(self.stream_listen, listener, cors))
+
+    def honored(self, message: RPCRequest) -> dict[str, Any]:
+        """What of a subscriptions/listen request the server will send (its
+        acknowledgement's ``notifications``); a Rejection for bad params."""
         wanted = message.params.get("notifications")
         if not isinstance(wanted, dict):
             error = MCPError(INVALID_PARAMS, "Invalid params: notifications must be an object")
@@ -233,9 +235,7 @@ class ModernTransport:
             honored["resourceSubscriptions"] = list(
                 dict.fromkeys(u for u in uris if isinstance(u, str))
             )
-        meta = b'"_meta":' + dumps({_SUBSCRIPTION_ID: message.id})
-        listener = Listener(message.id, honored, meta, self.config.stream_queue_bytes)
-        return DeferredResponse(partial(self.stream_listen, listener, cors))
+        return honored
 
     async def stream_listen(
         self, listener: Listener, cors: Headers, writer: ResponseWriter
@@ -244,7 +244,7 @@ class ModernTransport:
         the final response when the server ends it."""
         bus = self.bus
         bus.listen(listener)
-        tag = {_SUBSCRIPTION_ID: listener.id}
+        tag = {SUBSCRIPTION_ID: listener.id}
         try:
             ack = {
                 "jsonrpc": "2.0",

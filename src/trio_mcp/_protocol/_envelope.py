@@ -6,7 +6,8 @@ and the client's capabilities, and the headers ``MCP-Protocol-Version``,
 the body. `check_envelope` applies the digest's validation ladder (3.7) in
 order and says, with the HTTP status, what is wrong with the first thing that
 is: missing ``_meta`` (400/-32602), a header that is absent, mismatched or
-badly encoded (400/-32020), an unsupported version (400/-32022).
+badly encoded (400/-32020), an unsupported version (400/-32022), an unknown
+log level (400/-32602). On stdio there are no headers, and the rest applies.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Final
 from .._errors import HeaderValueError, MCPError, Rejection
 from .._speedups import decode_header_value
 from ._jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION
+from ._logging import LOG_LEVELS
 from ._revisions import LEGACY_VERSIONS
 
 MODERN_VERSIONS: Final = ("2026-07-28",)
@@ -75,8 +77,11 @@ def _mismatch(message: str) -> Rejection:
     return Rejection(400, MCPError(HEADER_MISMATCH, message))
 
 
-def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, bytes]) -> Envelope:
-    """Validate a modern request's ``_meta`` and standard headers, in the digest's order."""
+def check_envelope(
+    method: str, params: dict[str, Any], singles: dict[bytes, bytes] | None
+) -> Envelope:
+    """Validate a modern request's ``_meta`` and standard headers, in the digest's order;
+    `singles` None: a transport without headers (stdio), only ``_meta`` is checked."""
     meta = dict.get(params, "_meta")
     version = dict.get(meta, META_VERSION) if isinstance(meta, dict) else None
     capabilities = dict.get(meta, META_CAPABILITIES) if isinstance(meta, dict) else None
@@ -92,35 +97,36 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
                 f"Invalid params: _meta must carry {META_VERSION} and {META_CAPABILITIES}",
             ),
         )
-    header = dict.get(singles, b"mcp-protocol-version")
-    if header is None:
-        raise _mismatch("MCP-Protocol-Version header is required")
-    if header.decode("latin-1") != version:
-        raise _mismatch(
-            f"MCP-Protocol-Version header {header.decode('latin-1')!r} does not match "
-            f"_meta version {version!r}"
-        )
-    method_header = dict.get(singles, b"mcp-method")
-    if method_header is None:
-        raise _mismatch("Mcp-Method header is required")
-    if method_header.decode("latin-1") != method:
-        raise _mismatch(
-            f"Mcp-Method header {method_header.decode('latin-1')!r} does not match "
-            f"body method {method!r}"
-        )
-    name_param = dict.get(_NAME_PARAM, method)
-    if name_param is not None:
-        expected = dict.get(params, name_param)
-        raw = dict.get(singles, b"mcp-name")
-        if isinstance(expected, str):
-            if raw is None:
-                raise _mismatch("Mcp-Name header is required")
-            try:
-                name = decode_header_value(raw)
-            except HeaderValueError as exc:
-                raise _mismatch(f"Mcp-Name header: {exc}") from None
-            if name != expected:
-                raise _mismatch(f"Mcp-Name header does not match params.{name_param}")
+    if singles is not None:  # (stdio has no headers: the body alone speaks)
+        header = dict.get(singles, b"mcp-protocol-version")
+        if header is None:
+            raise _mismatch("MCP-Protocol-Version header is required")
+        if header.decode("latin-1") != version:
+            raise _mismatch(
+                f"MCP-Protocol-Version header {header.decode('latin-1')!r} does not match "
+                f"_meta version {version!r}"
+            )
+        method_header = dict.get(singles, b"mcp-method")
+        if method_header is None:
+            raise _mismatch("Mcp-Method header is required")
+        if method_header.decode("latin-1") != method:
+            raise _mismatch(
+                f"Mcp-Method header {method_header.decode('latin-1')!r} does not match "
+                f"body method {method!r}"
+            )
+        name_param = dict.get(_NAME_PARAM, method)
+        if name_param is not None:
+            expected = dict.get(params, name_param)
+            raw = dict.get(singles, b"mcp-name")
+            if isinstance(expected, str):
+                if raw is None:
+                    raise _mismatch("Mcp-Name header is required")
+                try:
+                    name = decode_header_value(raw)
+                except HeaderValueError as exc:
+                    raise _mismatch(f"Mcp-Name header: {exc}") from None
+                if name != expected:
+                    raise _mismatch(f"Mcp-Name header does not match params.{name_param}")
     if version not in MODERN_VERSIONS:
         raise Rejection(
             400,
@@ -132,9 +138,10 @@ def check_envelope(method: str, params: dict[str, Any], singles: dict[bytes, byt
         )
     info = dict.get(meta, META_CLIENT_INFO)
     level = dict.get(meta, META_LOG_LEVEL)
-    return Envelope(
-        version,
-        capabilities,
-        info if isinstance(info, dict) else None,
-        level if isinstance(level, str) else None,
-    )
+    if not isinstance(level, str):
+        level = None
+    elif level not in LOG_LEVELS:
+        raise Rejection(
+            400, MCPError(INVALID_PARAMS, f"Invalid params: unknown log level {level!r}")
+        )
+    return Envelope(version, capabilities, info if isinstance(info, dict) else None, level)
