@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import BaseModel, Field
 
 from trio_mcp import Context, LocalProtocolError, Server
@@ -382,3 +384,45 @@ def test_an_annotation_that_names_nothing_is_refused_naming_the_tool() -> None:
 
     with pytest.raises(LocalProtocolError, match=r"tool 'use': an annotation names 'Local'"):
         _tool(use)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+ARGUMENT_NAMES = st.sampled_from(["note", "color", "count", "tree", "when", "colour", ""])
+
+
+def _rich(note: Note, color: Color, tree: Tree | None = None, count: int = 0) -> str:
+    return ""
+
+
+@given(st.dictionaries(ARGUMENT_NAMES | st.text(max_size=8), JSON, max_size=5))
+def test_any_json_arguments_convert_or_say_why(arguments: dict[str, Any]) -> None:
+    tool = _tool(_rich)
+    try:
+        kwargs = tool.convert(arguments)
+    except ValueError as exc:
+        reason = describe(exc)
+        assert reason and "Traceback" not in reason
+    else:
+        assert set(kwargs) <= {"note", "color", "tree", "count"}
+        assert isinstance(kwargs["note"], Note) and isinstance(kwargs["color"], Color)
+
+
+@pytest.mark.parametrize("depth", [10, 200, 900])
+def test_deeply_nested_arguments_are_refused_or_accepted_never_crash(depth: int) -> None:
+    tree: dict[str, Any] = {"name": "leaf"}
+    for _ in range(depth):
+        tree = {"name": "n", "children": [tree]}
+    tool = _tool(_rich)
+    arguments = {"note": {"title": "t"}, "color": "red", "tree": tree}
+    try:
+        kwargs = tool.convert(arguments)
+    except ValueError as exc:
+        assert describe(exc)
+    else:
+        assert isinstance(kwargs["tree"], Tree)

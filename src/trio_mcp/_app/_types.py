@@ -18,6 +18,7 @@ docstring's ``Args:`` section, and unknown arguments refused
 from __future__ import annotations
 
 import inspect
+import reprlib
 import sys
 import types
 import typing
@@ -269,8 +270,14 @@ def describe(error: ValueError, kind: str = "argument") -> str:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
+    # A bounded repr: the input may be big or nested as deep as the parser allows.
+    text = _SHORT.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+_SHORT: Final = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 3, 4, 4
+_SHORT.maxstring, _SHORT.maxother = 40, 40
 
 
 # ---- schemas as FastMCP users see them --------------------------------------
