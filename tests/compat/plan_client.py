@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from typing import Any
 
@@ -78,7 +79,14 @@ async def main(plan: list[dict[str, Any]], mode: str, *target: str) -> dict[str,
     if mode == "http":
         connect = streamable_http_client(target[0])
     else:
-        connect = stdio_client(StdioServerParameters(command=target[0], args=list(target[1:])))
+        # The SDK passes on only a few variables of its own environment; the
+        # server must see the build choice, and a checkout's PYTHONPATH.
+        env = {
+            k: v for k, v in os.environ.items() if k.startswith("TRIO_MCP_") or k == "PYTHONPATH"
+        }
+        connect = stdio_client(
+            StdioServerParameters(command=target[0], args=list(target[1:]), env=env)
+        )
     async with (
         connect as streams,
         ClientSession(streams[0], streams[1], logging_callback=on_log) as session,

@@ -137,8 +137,9 @@ def main(mode: str, command: str, *args: str) -> dict[str, object]:
     server = StdioServerParameters(
         command=command,
         args=list(args),
-        # (the SDK passes on only a few variables of its own environment)
-        env={k: v for k, v in os.environ.items() if k.startswith("TRIO_MCP_")},
+        # (the SDK passes on only a few variables of its own environment; the
+        # server must see the build choice, and a checkout's PYTHONPATH)
+        env={k: v for k, v in os.environ.items() if k.startswith("TRIO_MCP_") or k == "PYTHONPATH"},
     )
     run = legacy if mode == "legacy" else auto
     return asyncio.run(asyncio.wait_for(run(server), 60))
