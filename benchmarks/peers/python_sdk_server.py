@@ -24,12 +24,15 @@ automatic DNS-rebinding protection (Host/Origin must be 127.0.0.1, localhost or
 ``--fixture`` adds the rest of the benchmark suite's fixture (see
 ``benchmarks/_suite_server.py``): a ``progress`` tool that sends 3 progress
 notifications and returns ``"progress done"``, 100 trivial tools ``tool_000`` ...
-``tool_099`` with one string parameter, and the 64 KiB text resource
-``bench://blob-64k``; with it ``echo`` is an ``async def`` like every fixture
-tool (the SDK runs a plain ``def`` tool in a worker thread). ``--sse`` answers
-POSTs with SSE streams (``json_response=False``, the SDK's default) instead of
-JSON. ``--http httptools --loop uvloop`` choose uvicorn's fast implementations
-(the suite provides them; ``pip install mcp`` does not install them).
+``tool_099`` with one string parameter, ``store_item(item: Item) -> StoredItem``
+(pydantic models in and out, with the SDK's default structured output: the
+model's output schema, ``structuredContent`` beside the JSON text), and the
+64 KiB text resource ``bench://blob-64k``; with it ``echo`` is an ``async def``
+like every fixture tool (the SDK runs a plain ``def`` tool in a worker
+thread). ``--sse`` answers POSTs with SSE streams (``json_response=False``, the
+SDK's default) instead of JSON. ``--http httptools --loop uvloop`` choose
+uvicorn's fast implementations (the suite provides them; ``pip install mcp``
+does not install them).
 
 By default the tool result is unstructured (one text content block), which is
 what a trio-mcp echo tool returns; ``--structured`` keeps the SDK's default for
@@ -43,10 +46,13 @@ own client.
 from __future__ import annotations
 
 import argparse
+import datetime
+import itertools
 import os
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel, Field, computed_field
 from starlette.applications import Starlette
 
 HOST = "127.0.0.1"
@@ -56,14 +62,42 @@ BLOB_URI = "bench://blob-64k"
 BLOB_TEXT = "0123456789abcdef" * 4096  # 65,536 characters
 
 
+# The models of benchmarks/_suite_server.py, docstrings (the schemas' descriptions)
+# included.
+class Item(BaseModel):
+    """An item to store."""
+
+    name: str = Field(min_length=1, max_length=100)
+    quantity: int = Field(ge=0)
+    price: float = Field(ge=0)
+    tags: list[str] = Field(default_factory=list)
+    due: datetime.date | None = None
+
+
+class StoredItem(Item):
+    """A stored item: the item, its id, and its total price."""
+
+    id: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total(self) -> float:
+        return self.quantity * self.price
+
+
 def add_fixture(server: MCPServer) -> None:
     """The suite's tools and resource beyond echo (as in benchmarks/_suite_server.py)."""
+    ids = itertools.count(1)
 
     @server.tool(description="Report progress three times, then answer.", structured_output=False)
     async def progress(ctx: Context) -> str:
         for step in (1, 2, 3):
             await ctx.report_progress(step, 3, f"step {step}")
         return "progress done"
+
+    @server.tool(description="Store an item; answer it with its id and total.")
+    async def store_item(item: Item) -> StoredItem:
+        return StoredItem(id=next(ids), **item.model_dump())
 
     async def trivial(text: str) -> str:
         return text
