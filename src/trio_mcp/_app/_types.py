@@ -79,15 +79,15 @@ def parameters(
         if skip(hint):
             continue
         hint = _described(hint)
-        # Keyword-only, so that pydantic hands every value back by name.
+        # Keyword-only: MCP arguments come by name, whatever the signature says.
         kept.append(param.replace(kind=param.KEYWORD_ONLY, annotation=_compatible(hint)))
-    extra = "ignore" if allow_unknown else None
     # The schema is that of a function of these parameters, as FastMCP derives
     # it (defaults included); the arguments are validated as a TypedDict of
     # them, which returns the converted dict without calling anything back.
-    signature = _adapter(_collector(kept), owner, kept, extra)
+    signature = _adapter(_collector(kept), owner, kept)
     schema = clean_schema(_json_schema(signature, "validation"))
-    validator = _adapter(_arguments_type(kept, owner, extra or "forbid"), owner, kept).validator
+    extra = "ignore" if allow_unknown else "forbid"
+    validator = _adapter(_arguments_type(kept, owner, extra), owner, kept).validator
     documented = param_docs(inspect.getdoc(fn) or "")
     for name, prop in schema.get("properties", {}).items():
         if "description" not in prop and name in documented:
@@ -127,8 +127,8 @@ def _described(hint: Any) -> Any:
 
 
 def _collector(params: list[inspect.Parameter]) -> Callable[..., dict[str, Any]]:
-    """A function with these parameters that returns its keyword arguments:
-    pydantic validates a call of it, and the call gives the converted values."""
+    """A function with these parameters (and nothing else of the handler's):
+    pydantic's schema of it is the input schema."""
 
     def collect(**kwargs: Any) -> dict[str, Any]:
         return kwargs
@@ -155,12 +155,9 @@ def _arguments_type(params: list[inspect.Parameter], owner: str, extra: str) -> 
     return arguments
 
 
-def _adapter(
-    target: Any, owner: str, params: list[inspect.Parameter], extra: str | None = None
-) -> pydantic.TypeAdapter[Any]:
-    config = pydantic.ConfigDict(extra=extra) if extra else None  # type: ignore[typeddict-item]
+def _adapter(target: Any, owner: str, params: list[inspect.Parameter]) -> pydantic.TypeAdapter[Any]:
     try:
-        return pydantic.TypeAdapter(target, config=config)
+        return pydantic.TypeAdapter(target)
     except pydantic.PydanticUserError:
         pass
     # Find the parameter to blame, and say what to do about it.
