@@ -10,7 +10,7 @@ import contextlib
 import importlib.util
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -274,14 +274,17 @@ async def connect_when_up(port: int) -> Client:
 
 
 @contextlib.contextmanager
-def server_process(*args: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """``python ARGS --port P`` on a free port P, its output piped; killed on
-    exit if it is still running."""
+def server_process(
+    *args: str, env: Mapping[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``python ARGS --port P`` on a free port P (in `env`, if given), its
+    output piped; killed on exit if it is still running."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, *args, "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         yield proc, port

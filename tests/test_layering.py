@@ -30,8 +30,10 @@ _TOP_LEVEL = {
     "_json": "base",
     "_config": "base",
     "_version": "base",
+    "_logs": "base",
     "_speedups": "speedups",
     "_cli": "entry",
+    "_settings": "entry",
     "__main__": "entry",
     "__init__": "entry",
     "testing": "entry",  # the in-memory test client: a public submodule

@@ -1,18 +1,18 @@
 """The ``trio-mcp`` command line.
 
-    trio-mcp run TARGET [--transport http|stdio]
-                        [--host HOST] [--port PORT] [--path /mcp] [--stateless]
-                        [--forwarded-allow-ips ADDRESSES]
-                        [--json-response] [--max-sessions 1024]
-                        [--max-sessions-per-client N] [--log-level info]
+    trio-mcp --version
+    trio-mcp run TARGET [--config FILE] [--print-config] [--transport http|stdio]
+                        [--host HOST] [--port PORT] [--path /mcp] [--SETTING VALUE ...]
     trio-mcp bench URL [--scenario call] [--protocol 2025-11-25] [--connections 64]
                        [--rate R] [--duration S | --requests N] [--json FILE] ...
 
 TARGET names a `Server`: ``path/to/file.py:attr`` or ``package.module:attr``;
 without ``:attr``, the first of ``mcp``, ``server`` and ``app`` that is one.
-SIGINT or SIGTERM drains the server. The library never configures logging;
-this command does, always to stderr. ``--transport stdio`` serves one client on
-stdin and stdout (the HTTP options do not apply) until stdin ends.
+Every setting (`RunConfig` and the configs in it) is a flag, a ``TRIO_MCP_*``
+variable and a key of the ``--config`` TOML file (``_settings.py``). SIGINT or
+SIGTERM drains the server. The library never configures logging; this command
+does, always to stderr. ``--transport stdio`` serves one client on stdin and
+stdout (the HTTP settings do not apply) until stdin ends.
 
 ``bench`` is a load generator for any MCP server (``trio_mcp._bench``); it
 needs the ``loadgen`` extra and exits with its status (0 ok, 1 errors, 2 usage).
@@ -24,15 +24,25 @@ import argparse
 import importlib
 import importlib.util
 import logging
+import os
+import platform
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Final
+from typing import Final, NoReturn
+
+import trio
 
 from ._app._server import Server
-from ._config import MCPConfig, ServerConfig
+from ._errors import SettingError
+from ._logs import configure as configure_logging
 from ._mcp._endpoint import run_mcp
 from ._mcp._stdio import run_stdio
+from ._settings import add_flags, render, resolve
+from ._speedups import USING_EXTENSIONS
+from ._version import __version__
+
+logger = logging.getLogger("trio_mcp.cli")
 
 #: The attributes tried, in this order, when TARGET names none: FastMCP's
 #: examples call their server ``mcp``, ours ``server``, and some ``app``.
@@ -99,71 +109,39 @@ def _no_server(location: str, module: ModuleType) -> str:
     return message
 
 
+def version() -> str:
+    """What ``trio-mcp --version`` prints: our version, the build in use, trio's
+    and Python's."""
+    build = "compiled" if USING_EXTENSIONS else "pure-Python"
+    return (
+        f"trio-mcp {__version__} ({build} build), trio {trio.__version__}, "
+        f"Python {platform.python_version()}"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="trio-mcp", description="A fast MCP server on trio.")
+    parser.add_argument("--version", action="version", version=version())
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="serve an MCP application over HTTP or stdio")
+    run = commands.add_parser(
+        "run",
+        # (no abbreviations: --request-state-keys would be taken for the
+        # secret's --request-state-keys-file, and a secret never goes in a flag)
+        allow_abbrev=False,
+        help="serve an MCP application over HTTP or stdio",
+        description="Serve an MCP application. Every setting is also an environment "
+        "variable (TRIO_MCP_ and its name in capitals) and a key of the --config file; "
+        "a flag wins over the environment, which wins over the file.",
+    )
     run.add_argument(
-        "target",
+        "app",
+        nargs="?",
+        default=argparse.SUPPRESS,
+        metavar="TARGET",
         help="file.py[:attr] or package.module[:attr]; attr defaults to the first "
-        "of mcp, server, app that is a trio_mcp.Server",
+        "of mcp, server, app that is a trio_mcp.Server (or the app setting)",
     )
-    run.add_argument(
-        "--transport",
-        choices=["http", "stdio"],
-        default="http",
-        help="http (default): serve on --host and --port; stdio: serve one client on "
-        "stdin and stdout (logs go to stderr), until stdin ends",
-    )
-    run.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    run.add_argument(
-        "--forwarded-allow-ips",
-        default="",
-        help="comma-separated proxies (addresses or networks) whose Forwarded or "
-        "X-Forwarded-* headers name the client; none by default",
-    )
-    run.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    run.add_argument("--path", default="/mcp", help="the MCP endpoint (default /mcp)")
-    run.add_argument("--stateless", action="store_true", help="serve without sessions")
-    run.add_argument(
-        "--json-response", action="store_true", help="always answer JSON, never stream"
-    )
-    run.add_argument("--reuse-port", action="store_true", help="set SO_REUSEPORT")
-    run.add_argument(
-        "--no-trio-tweaks",
-        dest="trio_tweaks",
-        action="store_false",
-        help="run on trio's public behaviour alone (default: the trio tweaks, on a tested trio)",
-    )
-    run.add_argument(
-        "--no-batch-end-sends",
-        dest="batch_end_sends",
-        action="store_false",
-        help="send each JSON answer at once (default: a scheduler batch's answers go together)",
-    )
-    run.add_argument(
-        "--gc-full-interval",
-        type=float,
-        default=ServerConfig().gc_full_interval_s,
-        metavar="SECONDS",
-        help="full garbage collections at most this often (default %(default)s; "
-        "0 leaves Python's collector as it is)",
-    )
-    run.add_argument(
-        "--max-sessions",
-        type=int,
-        default=MCPConfig().max_sessions,
-        help="live sessions at most; initialize beyond gets 503 (default %(default)s)",
-    )
-    run.add_argument(
-        "--max-sessions-per-client",
-        type=int,
-        default=None,
-        help="live sessions of one principal, or of one address without one; initialize "
-        "beyond gets 429 (default: a quarter of --max-sessions; a load generator on one "
-        "host that opens more sessions needs it raised)",
-    )
-    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    add_flags(run)
     bench = commands.add_parser(
         "bench",
         help="load-benchmark an MCP server over HTTP",
@@ -178,31 +156,31 @@ def main(argv: list[str] | None = None) -> None:
         from ._bench import main as bench_main
 
         raise SystemExit(bench_main(args))
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,  # (never stdout: with --transport stdio, it is the protocol's)
-    )
-    app = load_server(args.target)
-    config = MCPConfig(
-        http=ServerConfig(
-            host=args.host,
-            port=args.port,
-            forwarded_allow_ips=tuple(
-                item.strip() for item in args.forwarded_allow_ips.split(",") if item.strip()
-            ),
-            reuse_port=args.reuse_port,
-            trio_tweaks=args.trio_tweaks,
-            batch_end_sends=args.batch_end_sends,
-            gc_full_interval_s=args.gc_full_interval or None,
-        ),
-        path=args.path,
-        stateless=args.stateless,
-        json_response_only=args.json_response,
-        max_sessions=args.max_sessions,
-        max_sessions_per_client=args.max_sessions_per_client,
-    )
-    if args.transport == "stdio":
-        run_stdio(app, config)
+    given = vars(args)
+    try:
+        resolved = resolve(given, os.environ)
+    except SettingError as exc:
+        _fail(str(exc))
+    if given.get("print_config"):
+        sys.stdout.write(render(resolved))
+        return
+    settings = resolved.config
+    try:
+        configure_logging(settings.log_level, settings.log_format, settings.log_config)
+    except ValueError as exc:
+        _fail(str(exc))
+    for warning in resolved.warnings:
+        logger.warning("%s", warning)
+    if not settings.app:
+        _fail("run needs a TARGET (or app in the configuration)")
+    app = load_server(settings.app)
+    if settings.transport == "stdio":
+        run_stdio(app, settings.mcp)
     else:
-        run_mcp(app, config)
+        run_mcp(app, settings.mcp)
+
+
+def _fail(message: str) -> NoReturn:
+    """A usage error: one line, exit status 2 (as argparse's own errors)."""
+    print(f"trio-mcp: error: {message}", file=sys.stderr)
+    raise SystemExit(2)

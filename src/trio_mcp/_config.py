@@ -272,7 +272,7 @@ class MCPConfig:
     cache_ttl_ms: int = 0
     cache_scope: str = "private"
     cache_hints: Mapping[str, tuple[int, str]] = field(default_factory=dict)
-    request_state_keys: tuple[str, ...] = ()
+    request_state_keys: tuple[str, ...] = field(default=(), metadata={"secret": True})
     request_state_ttl_s: float = 600.0
     legacy_sse: bool = True
     sse_path: str = "/sse"
@@ -332,3 +332,48 @@ class MCPConfig:
             raise ValueError("max_sessions_per_client must be at least 1 (or None)")
         if not self.session_idle_timeout_s > 0:
             raise ValueError("session_idle_timeout_s must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class RunConfig:
+    """What ``trio-mcp run`` serves and how it logs, around the endpoint's settings.
+
+    Attributes:
+        app: the application to serve: ``file.py[:attr]`` or
+            ``package.module[:attr]`` (without ``:attr``, the first of ``mcp``,
+            ``server`` and ``app`` that is a `Server`).
+        transport: ``http`` (serve on host and port) or ``stdio`` (serve one
+            client on stdin and stdout until stdin ends; the HTTP settings do
+            not apply).
+        log_level: the level of the process's log: debug, info, warning or error.
+        log_format: ``text`` (a line per record) or ``json`` (one JSON object a
+            line: time, level, logger, message, and the traceback if any).
+        log_config: a logging configuration file that replaces log_level and
+            log_format: ``.json`` (`logging.config.dictConfig`) or ``.ini``
+            (`logging.config.fileConfig`).
+        mcp: the endpoint's settings (`MCPConfig`).
+    """
+
+    app: str = ""
+    transport: str = "http"
+    log_level: str = "info"
+    log_format: str = "text"
+    log_config: str | None = None
+    mcp: MCPConfig = MCPConfig()
+
+    def __post_init__(self) -> None:
+        if self.transport not in ("http", "stdio"):
+            raise ValueError(f'transport must be "http" or "stdio", not {self.transport!r}')
+        if self.log_level not in ("debug", "info", "warning", "error"):
+            raise ValueError(
+                f"log_level must be debug, info, warning or error, not {self.log_level!r}"
+            )
+        if self.log_format not in ("text", "json"):
+            raise ValueError(f'log_format must be "text" or "json", not {self.log_format!r}')
+        if self.log_config is not None and not self.log_config.endswith(
+            (".json", ".ini", ".conf", ".cfg")
+        ):
+            raise ValueError(
+                f"log_config must be a .json (dictConfig) or .ini (fileConfig) file, "
+                f"not {self.log_config!r}"
+            )

@@ -135,6 +135,18 @@ class SessionsFull(TrioMCPError):
         self.per_client = per_client
 
 
+class StartupError(TrioMCPError):
+    """The server cannot start: its address is taken or cannot be resolved, a
+    file it needs cannot be read. The message says why, in one line; ``run``
+    and ``run_mcp`` print it and exit with status 1."""
+
+
+class SettingError(TrioMCPError, ValueError):
+    """A value the configuration cannot take (``trio-mcp run``'s flags,
+    environment or file); the message names the setting and its source, in one
+    line."""
+
+
 class UsageError(TrioMCPError):
     """A mistake in ``trio-mcp bench``'s command line; the CLI prints it and
     exits with status 2."""

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
 import signal
+import socket
+import subprocess
 import sys
 
 import orjson
@@ -10,7 +14,10 @@ import pytest
 import trio
 from _support import EXAMPLES, connect_when_up, initialize_body, mcp_post, server_process
 
+import trio_mcp
+from trio_mcp import MCPConfig, ServerConfig
 from trio_mcp._cli import load_server
+from trio_mcp._speedups import USING_EXTENSIONS
 
 
 async def test_run_serves_the_target_and_drains_on_sigterm() -> None:
@@ -108,3 +115,127 @@ def test_run_passes_the_scheduling_choices(monkeypatch, flags, field, value) -> 
     monkeypatch.setattr(cli, "run_mcp", lambda app, config: configs.append(config))
     cli.main(["run", f"{EXAMPLES / 'everything.py'}:server", "--log-level", "warning", *flags])
     assert [getattr(config.http, field) for config in configs] == [value]
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_version_names_the_build() -> None:
+    result = _run("-m", "trio_mcp", "--version")
+    assert result.returncode == 0
+    build = "compiled" if USING_EXTENSIONS else "pure-Python"
+    assert result.stdout.startswith(f"trio-mcp {trio_mcp.__version__} ({build} build), trio ")
+
+
+def test_a_port_in_use_is_one_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run("-m", "trio_mcp", "run", str(EXAMPLES / "everything.py"), "--port", str(port))
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1] == f"trio-mcp: cannot listen on 127.0.0.1:{port}: Address already in use"
+    assert "Traceback" not in result.stderr
+
+
+def test_an_address_not_of_this_host_is_one_line() -> None:
+    # (TEST-NET-1: no host has it, so bind fails at once without any traffic)
+    result = _run("-m", "trio_mcp", "run", str(EXAMPLES / "everything.py"), "--host", "192.0.2.1")
+    assert result.returncode == 1
+    assert (
+        result.stderr.strip()
+        .splitlines()[-1]
+        .startswith("trio-mcp: cannot listen on 192.0.2.1:8000: ")
+    )
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (("--port", "70000"), {}, "trio-mcp: error: --port: port must be in 0..65535, not 70000"),
+        ((), {"TRIO_MCP_MAX_SESSIONS": "many"}, "trio-mcp: error: TRIO_MCP_MAX_SESSIONS: "),
+        (("--log-config", "/no/such.json"), {}, "trio-mcp: error: log_config /no/such.json: "),
+    ],
+)
+def test_a_bad_setting_is_one_line(args, env, message) -> None:
+    result = _run("-m", "trio_mcp", "run", str(EXAMPLES / "everything.py"), *args, env=env)
+    assert result.returncode == 2
+    assert result.stderr.startswith(message)
+    assert result.stderr.count("\n") == 1
+
+
+def test_print_config_shows_sources_and_does_not_serve(tmp_path) -> None:
+    config = tmp_path / "trio-mcp.toml"
+    config.write_text('app = "server.py:mcp"\nport = 9001\n')
+    result = _run(
+        "-m", "trio_mcp", "run", "--config", str(config), "--print-config", "--stateless",
+        env={"TRIO_MCP_PATH": "/api"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert 'app = "server.py:mcp"  # ' + str(config) in result.stdout
+    assert "stateless = true  # --stateless" in result.stdout
+    assert 'path = "/api"  # TRIO_MCP_PATH' in result.stdout
+
+
+async def test_start_up_line_as_json_from_the_environment() -> None:
+    target = str(EXAMPLES / "everything.py")
+    run = ("-m", "trio_mcp", "run", target)
+    env = {**os.environ, "TRIO_MCP_LOG_FORMAT": "json"}
+    with server_process(*run, env=env) as (proc, port), trio.fail_after(20):
+        async with await connect_when_up(port):
+            pass
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout is not None
+        output = proc.stdout.read().decode()
+    records = [orjson.loads(line) for line in output.splitlines()]
+    (start,) = [record for record in records if "serving" in record["message"]]
+    assert start["level"] == "INFO" and start["logger"] == "trio_mcp.endpoint"
+    assert start["message"].startswith(
+        f"trio-mcp {trio_mcp.__version__} serving MCP on http://127.0.0.1:{port}/mcp "
+        "(revisions 2024-11-05 to 2026-07-28; 2024-11-05 HTTP+SSE at /sse; "
+    )
+
+
+async def test_run_mcp_from_a_script_says_where_it_serves(tmp_path) -> None:
+    # No logging configured by the script: run_mcp still says where it serves.
+    script = tmp_path / "serve.py"
+    script.write_text(
+        "import sys, trio_mcp\n"
+        "server = trio_mcp.Server('s')\n"
+        "config = trio_mcp.MCPConfig(http=trio_mcp.ServerConfig(port=int(sys.argv[-1])),"
+        " eras='modern')\n"
+        "trio_mcp.run_mcp(server, config)\n"
+    )
+    with server_process(str(script)) as (proc, port), trio.fail_after(20):
+        async with await connect_when_up(port):
+            pass
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stdout is not None
+        output = proc.stdout.read().decode()
+    assert f"serving MCP on http://127.0.0.1:{port}/mcp (revisions 2026-07-28; " in output
+    assert proc.wait() == 0
+
+
+def test_a_public_address_without_allowed_hosts_is_warned_of(caplog) -> None:
+    from trio_mcp._mcp._startup import announce
+    from trio_mcp._trio._server import HTTPServer
+
+    def warnings(config: MCPConfig) -> list[str]:
+        caplog.clear()
+        announce(config, HTTPServer(lambda request: None, config.http))  # (never started)
+        return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+
+    caplog.set_level(logging.INFO, "trio_mcp")
+    public = ServerConfig(host="0.0.0.0")
+    assert "any Host header is accepted" in warnings(MCPConfig(http=public))[0]
+    assert warnings(MCPConfig(http=public, allowed_hosts=("mcp.example",))) == []
+    assert warnings(MCPConfig()) == []

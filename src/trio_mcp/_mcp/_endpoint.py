@@ -28,6 +28,7 @@ from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
+from .._logs import default_logging
 from .._protocol._admission import ALLOW, Admission, cors_headers, preflight_headers
 from .._protocol._answers import JSON_HEADERS, refuse, rejection_response
 from .._protocol._envelope import MODERN_VERSIONS, is_modern
@@ -50,6 +51,7 @@ from ._http_sse import HTTPSSETransport
 from ._modern_era import ModernTransport
 from ._runner import RequestRunner
 from ._sessions_era import SessionsTransport
+from ._startup import announce
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -373,7 +375,17 @@ def run_mcp(
     authenticate: Authenticator | None = None,
     principal_key: PrincipalKey = default_principal_key,
 ) -> None:
-    """Serve `app` from a script; SIGINT or SIGTERM drains gracefully."""
+    """Serve `app` from a script; SIGINT or SIGTERM drains gracefully.
+
+    Says where it serves in one line at start-up, and why it cannot start in
+    one line (exit status 1). Logs go to stderr at level info unless logging
+    is configured already."""
     config = config or MCPConfig()
     endpoint = MCPEndpoint(app, config, authenticate=authenticate, principal_key=principal_key)
-    run(endpoint, config.http, around=endpoint.running())
+    with default_logging():
+        run(
+            endpoint,
+            config.http,
+            around=endpoint.running(),
+            started=partial(announce, config),
+        )

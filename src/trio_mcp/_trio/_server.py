@@ -26,7 +26,7 @@ from typing import Any, Final, final
 import trio
 
 from .._config import ServerConfig
-from .._errors import RemoteProtocolError
+from .._errors import RemoteProtocolError, StartupError
 from .._http._connection import (
     BODY,
     CLOSED,
@@ -583,11 +583,15 @@ def run(
     config: ServerConfig | None = None,
     *,
     around: AbstractAsyncContextManager[Any] | None = None,
+    started: Callable[[HTTPServer], None] | None = None,
 ) -> None:
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
     `around`, if given, is entered before serving and exited after (an
-    application's lifespan). With ``config.trio_tweaks`` (the default), the
+    application's lifespan); `started` is called once the server listens
+    (by default it logs the address). A server that cannot start (its
+    address taken, say) exits with one line saying why (SystemExit, status
+    1), not a traceback. With ``config.trio_tweaks`` (the default), the
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
     with ``config.gc_full_interval_s``, full garbage collections are paced
     (``_collector.py``).
@@ -595,19 +599,22 @@ def run(
     import signal
 
     settings = config or ServerConfig()
+    failures: list[StartupError] = []
 
     async def main() -> None:
         if tweaks.lean_instruments:
             lean_instruments()
         lifespan = around if around is not None else contextlib.nullcontext()
         async with lifespan, trio.open_nursery() as nursery:
-            server: HTTPServer = await nursery.start(serve, handler, settings)
+            try:
+                server: HTTPServer = await nursery.start(serve, handler, settings)
+            except StartupError as exc:
+                failures.append(exc)
+                return
             collections: trio.CancelScope | None = None
             if pacing is not None:
                 collections = await nursery.start(collect_fully, pacing)
-            logger.info(
-                "serving on %s port %s", server.config.host, ", ".join(map(str, server.ports))
-            )
+            (started or _log_listening)(server)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
                 async for signum in signals:
                     logger.info("got signal %d: draining", signum)
@@ -621,3 +628,9 @@ def run(
         paced_full_collections(settings.gc_full_interval_s) as pacing,
     ):
         trio.run(main)
+    if failures:
+        raise SystemExit(f"trio-mcp: {failures[0]}")
+
+
+def _log_listening(server: HTTPServer) -> None:
+    logger.info("serving on %s port %s", server.config.host, ", ".join(map(str, server.ports)))

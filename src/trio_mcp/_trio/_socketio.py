@@ -61,7 +61,7 @@ import select
 import socket
 from collections.abc import Awaitable, Callable
 from math import inf
-from typing import Final
+from typing import Any, Final
 
 import trio
 from trio.lowlevel import (
@@ -73,6 +73,7 @@ from trio.lowlevel import (
 )
 
 from .._config import ServerConfig
+from .._errors import StartupError
 
 #: A call that completes without waiting is a schedule and cancel point once in this many.
 _YIELD_EVERY: Final = 8
@@ -427,11 +428,15 @@ def interrupt_wakes_readers() -> bool:
 
 async def bind_listeners(config: ServerConfig) -> list[socket.socket]:
     """Non-blocking listening sockets for every address `config.host` names."""
-    infos = await trio.socket.getaddrinfo(
-        config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )
+    try:
+        infos = await trio.socket.getaddrinfo(
+            config.host, config.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {config.host}: {exc.strerror or exc}") from exc
     backlog = config.backlog or 0xFFFF  # the kernel caps it at somaxconn
     listeners: list[socket.socket] = []
+    addr: Any = (config.host, config.port)
     try:
         for family, type_, proto, _, addr in infos:
             sock = socket.socket(family, type_, proto)
@@ -445,9 +450,12 @@ async def bind_listeners(config: ServerConfig) -> list[socket.socket]:
             sock.bind(addr)
             sock.listen(backlog)
             sock.setblocking(False)
-    except BaseException:
+    except BaseException as exc:
         for sock in listeners:
             sock.close()
+        if isinstance(exc, OSError):
+            where = f"[{addr[0]}]:{addr[1]}" if ":" in str(addr[0]) else f"{addr[0]}:{addr[1]}"
+            raise StartupError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
         raise
     return listeners
 
