@@ -90,11 +90,7 @@ class cythonizing_build_ext(build_ext):
         try:
             super().build_extension(ext)
         except (CCompilerError, BaseError, OSError, ValueError) as error:
-            if isinstance(error, FileNotFoundError) and error.filename:
-                what = f"the C compiler `{error.filename}` was not found"
-            else:
-                what = str(error)
-            self._failure = CompiledBuildFailed(f"compiling {ext.name} failed: {what}")
+            self._failure = CompiledBuildFailed(f"compiling {ext.name} failed: {_reason(error)}")
             raise self._failure from error
 
     def _cythonize(self) -> None:
@@ -132,6 +128,17 @@ class cythonizing_build_ext(build_ext):
                 },
             )
             self._cythonized = True
+
+
+def _reason(error: BaseException) -> str:
+    """What went wrong, said plainly when the compiler is not there (distutils
+    wraps that FileNotFoundError in a CompileError)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, FileNotFoundError) and cause.filename:
+            return f"the C compiler `{cause.filename}` was not found"
+        cause = cause.__cause__ or cause.__context__
+    return str(error)
 
 
 def _extensions() -> list[Extension]:
