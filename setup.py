@@ -8,7 +8,9 @@ Python headers; Cython missing or failing), the install goes on with the
 pure-Python build and a warning that says what failed and how to get the
 compiled one, as an install of the sdist should work wherever Python does.
 TRIO_MCP_REQUIRE_EXTENSIONS=1 makes that failure fail the build instead: the
-wheel jobs set it, so a wheel job never publishes a pure wheel by accident.
+wheel jobs set it, so a wheel job never publishes a pure wheel by accident. So
+does asking for `build_ext` itself (`python setup.py build_ext --inplace` in a
+checkout), whose only work is the compiled modules.
 """
 
 import ast
@@ -24,7 +26,9 @@ from setuptools.errors import BaseError, CCompilerError
 NO_EXTENSIONS = bool(os.environ.get("TRIO_MCP_NO_EXTENSIONS")) or (
     sys.implementation.name != "cpython"
 )
-REQUIRE_EXTENSIONS = bool(os.environ.get("TRIO_MCP_REQUIRE_EXTENSIONS"))
+REQUIRE_EXTENSIONS = bool(os.environ.get("TRIO_MCP_REQUIRE_EXTENSIONS")) or (
+    "build_ext" in sys.argv[1:]
+)
 CYTHON_TRACE = bool(os.environ.get("TRIO_MCP_CYTHON_TRACE"))
 DEBUG_BUILD = bool(os.environ.get("TRIO_MCP_DEBUG_BUILD"))
 
@@ -70,7 +74,9 @@ class cythonizing_build_ext(build_ext):
     def finalize_options(self) -> None:
         try:
             self._cythonize()
-        except Exception as error:  # ImportError, Cython's CompileError: all are a failed build
+        except ImportError as error:
+            raise CompiledBuildFailed(f"Cython is not installed ({error})") from error
+        except Exception as error:  # Cython's CompileError, or any other: a failed build
             raise CompiledBuildFailed(
                 f"Cython could not translate the sources: {type(error).__name__}: {error}"
             ) from error
@@ -171,8 +177,8 @@ def _extensions() -> list[Extension]:
 def _fallback_warning(failure: CompiledBuildFailed) -> str:
     if REQUIRE_EXTENSIONS:
         outcome = (
-            "TRIO_MCP_REQUIRE_EXTENSIONS is set, so the build fails instead of\n"
-            "falling back to the pure-Python build."
+            "TRIO_MCP_REQUIRE_EXTENSIONS is set (or build_ext was asked for), so the\n"
+            "build fails instead of falling back to the pure-Python build."
         )
     else:
         outcome = (

@@ -234,6 +234,27 @@ def test_require_extensions_at_build_time_makes_the_failed_build_an_error(
     output = result.stdout + result.stderr
     assert result.returncode != 0, output[-3000:]
     assert NO_COMPILER.search(output)
-    assert "TRIO_MCP_REQUIRE_EXTENSIONS is set, so the build fails" in output
+    assert "TRIO_MCP_REQUIRE_EXTENSIONS is set (or build_ext was asked for), so the" in output
     assert "Installing the pure-Python build instead" not in output
     assert not (_site_packages(venv) / "trio_mcp").exists()
+
+
+def test_without_cython_the_sdist_installs_the_pure_build(sdist: Path, tmp_path: Path) -> None:
+    # --no-build-isolation in an environment without Cython: the Cython
+    # package the running environment has is hidden by one that cannot import.
+    venv = _fresh_venv(tmp_path / "venv")
+    hidden = _site_packages(venv) / "Cython"
+    hidden.mkdir()
+    (hidden / "__init__.py").write_text("raise ImportError('Cython is hidden by the test')\n")
+    result = _install(sdist, venv)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert (
+        "trio-mcp: the compiled build failed: Cython is not installed "
+        "(Cython is hidden by the test)" in output
+    )
+    assert "Installing the pure-Python build instead" in output
+    assert (
+        "Cython is not installed"
+        in (_site_packages(venv) / "trio_mcp" / "_pure_build.txt").read_text()
+    )
