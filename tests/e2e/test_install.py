@@ -38,7 +38,7 @@ pytestmark = pytest.mark.skipif(
 REPO = Path(__file__).resolve().parents[2]
 
 #: Building the sdist's pure wheel cythonizes every module first (the compiler
-#: is only found missing after that): about 10 s on an idle 2-core machine.
+#: is only found missing after that): about 15 s on a quiet 2-core machine.
 INSTALL_TIMEOUT_S = 300
 
 #: What CC names instead of a compiler: like gcc on a slim image, it is not there.
