@@ -1,8 +1,16 @@
 """Build the compiled hot path; all metadata lives in pyproject.toml.
 
 TRIO_MCP_NO_EXTENSIONS=1 (or a non-CPython interpreter) builds a pure-Python
-wheel without importing Cython. A failed compile fails the build: a wheel job
-must never publish a pure wheel by accident.
+wheel without importing Cython.
+
+When the compiled build fails (no C compiler, as on slim container images; no
+Python headers; Cython missing or failing), the install goes on with the
+pure-Python build and a warning that says what failed and how to get the
+compiled one, as an install of the sdist should work wherever Python does.
+TRIO_MCP_REQUIRE_EXTENSIONS=1 makes that failure fail the build instead: the
+wheel jobs set it, so a wheel job never publishes a pure wheel by accident. So
+does asking for `build_ext` itself (`python setup.py build_ext --inplace` in a
+checkout), whose only work is the compiled modules.
 """
 
 import ast
@@ -12,9 +20,14 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+from setuptools.errors import BaseError, CCompilerError
 
 NO_EXTENSIONS = bool(os.environ.get("TRIO_MCP_NO_EXTENSIONS")) or (
     sys.implementation.name != "cpython"
+)
+REQUIRE_EXTENSIONS = bool(os.environ.get("TRIO_MCP_REQUIRE_EXTENSIONS")) or (
+    "build_ext" in sys.argv[1:]
 )
 CYTHON_TRACE = bool(os.environ.get("TRIO_MCP_CYTHON_TRACE"))
 DEBUG_BUILD = bool(os.environ.get("TRIO_MCP_DEBUG_BUILD"))
@@ -43,8 +56,50 @@ def _module_lists() -> tuple[list[str], list[str]]:
 MODULES, SOURCE_MODULES = _module_lists()
 
 
+#: Where a pure-Python build made after a failed compiled build says why, inside
+#: the package (trio_mcp._speedups reads it to explain why it runs pure).
+FALLBACK_NOTE = "_pure_build.txt"
+
+
+class CompiledBuildFailed(Exception):
+    """The compiled hot path cannot be built; the message says what failed.
+
+    Not a distutils error, so that setup() lets it out instead of exiting.
+    """
+
+
 class cythonizing_build_ext(build_ext):
+    """Cythonizes when finalized; turns any failure into CompiledBuildFailed."""
+
     def finalize_options(self) -> None:
+        try:
+            self._cythonize()
+        except ImportError as error:
+            raise CompiledBuildFailed(f"Cython is not installed ({error})") from error
+        except Exception as error:  # Cython's CompileError, or any other: a failed build
+            raise CompiledBuildFailed(
+                f"Cython could not translate the sources: {type(error).__name__}: {error}"
+            ) from error
+        super().finalize_options()
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except (CCompilerError, BaseError, OSError) as error:  # e.g. no MSVC found
+            raise CompiledBuildFailed(f"building the extensions failed: {error}") from error
+
+    def build_extension(self, ext: Extension) -> None:
+        # Extensions build in parallel threads: after one failure the others
+        # are skipped, since the build falls back to pure Python as a whole.
+        if getattr(self, "_failure", None) is not None:
+            return
+        try:
+            super().build_extension(ext)
+        except (CCompilerError, BaseError, OSError, ValueError) as error:
+            self._failure = CompiledBuildFailed(f"compiling {ext.name} failed: {_reason(error)}")
+            raise self._failure from error
+
+    def _cythonize(self) -> None:
         if self.distribution.ext_modules and not getattr(self, "_cythonized", False):
             from Cython.Build import cythonize
 
@@ -79,7 +134,17 @@ class cythonizing_build_ext(build_ext):
                 },
             )
             self._cythonized = True
-        super().finalize_options()
+
+
+def _reason(error: BaseException) -> str:
+    """What went wrong, said plainly when the compiler is not there (distutils
+    wraps that FileNotFoundError in a CompileError)."""
+    cause: BaseException | None = error
+    while cause is not None:
+        if isinstance(cause, FileNotFoundError) and cause.filename:
+            return f"the C compiler `{cause.filename}` was not found"
+        cause = cause.__cause__ or cause.__context__
+    return str(error)
 
 
 def _extensions() -> list[Extension]:
@@ -109,7 +174,55 @@ def _extensions() -> list[Extension]:
     ]
 
 
-setup(
-    cmdclass={"build_ext": cythonizing_build_ext},
-    ext_modules=[] if NO_EXTENSIONS else _extensions(),
-)
+def _fallback_warning(failure: CompiledBuildFailed) -> str:
+    if REQUIRE_EXTENSIONS:
+        outcome = (
+            "TRIO_MCP_REQUIRE_EXTENSIONS is set (or build_ext was asked for), so the\n"
+            "build fails instead of falling back to the pure-Python build."
+        )
+    else:
+        outcome = (
+            "Installing the pure-Python build instead: it behaves the same, but serves\n"
+            "fewer requests per second. `trio-mcp --version` says which build is\n"
+            "installed; TRIO_MCP_REQUIRE_EXTENSIONS=1 at build time makes this an error."
+        )
+    rule = "*" * 78
+    return (
+        f"{rule}\ntrio-mcp: the compiled build failed: {failure}\n{outcome}\n"
+        "To get the compiled build, install a wheel for your platform, if there is one:\n"
+        "    pip install --force-reinstall --no-deps --only-binary=trio-mcp trio-mcp\n"
+        "or install a C compiler and the Python headers (Debian, Ubuntu: apt-get install\n"
+        "gcc python3-dev) and build from the sdist, not from a wheel pip cached before:\n"
+        "    TRIO_MCP_REQUIRE_EXTENSIONS=1 pip install --force-reinstall --no-deps \\\n"
+        f"        --no-cache-dir --no-binary=trio-mcp trio-mcp\n{rule}"
+    )
+
+
+class noting_build_py(build_py):
+    """Leaves FALLBACK_NOTE in the built package: a pure build made because the
+    compiled one failed says so at run time, where pip hides the build's output."""
+
+    reason = ""
+
+    def run(self) -> None:
+        super().run()
+        package = Path(self.build_lib, "trio_mcp")
+        if package.is_dir():
+            (package / FALLBACK_NOTE).write_text(self.reason + "\n", encoding="utf-8")
+
+
+def main() -> None:
+    if NO_EXTENSIONS:
+        setup()
+        return
+    try:
+        setup(cmdclass={"build_ext": cythonizing_build_ext}, ext_modules=_extensions())
+    except CompiledBuildFailed as failure:
+        if REQUIRE_EXTENSIONS:
+            raise SystemExit(_fallback_warning(failure)) from None
+        print(_fallback_warning(failure), file=sys.stderr, flush=True)
+        noting_build_py.reason = str(failure)
+        setup(cmdclass={"build_py": noting_build_py})
+
+
+main()

@@ -3,7 +3,14 @@
 - ``TRIO_MCP_NO_EXTENSIONS=1`` (or a non-CPython interpreter) uses the twins.
 - Otherwise the compiled modules are used when they import; if they don't,
   ``TRIO_MCP_REQUIRE_EXTENSIONS=1`` turns that into an ImportError instead of
-  a quiet fallback (CI and the wheel tests set it).
+  a quiet fallback (CI and the wheel tests set it), which says how to get
+  them: in a checkout, by building them in place; in an installed package,
+  from a wheel or from the sdist with a C compiler.
+- `build_description()` says which build runs, and why when it is the pure
+  one (``trio-mcp --version``, the start-up line). An install from the sdist
+  whose compiled build failed is pure; setup.py leaves what failed in the
+  package (`PURE_BUILD_NOTE`), since pip shows the build's output only with
+  ``-v``.
 
 There are two kinds of compiled module:
 
@@ -110,6 +117,53 @@ SOURCE_COMPILED_MODULES = (
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
+#: A src/ checkout (setup.py two levels up), where .py files are edited.
+IN_CHECKOUT = os.path.exists(os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "setup.py"))
+
+#: In the package of a pure-Python build made because the compiled build
+#: failed, what failed (setup.py's FALLBACK_NOTE).
+PURE_BUILD_NOTE = "_pure_build.txt"
+
+#: How an installed package gets its compiled modules (setup.py's warning says the same).
+_HOW_TO_INSTALL_COMPILED = (
+    "install a wheel for your platform "
+    "(`pip install --force-reinstall --no-deps --only-binary=trio-mcp trio-mcp`), "
+    "or build from the sdist with a C compiler and the Python headers "
+    "(`TRIO_MCP_REQUIRE_EXTENSIONS=1 pip install --force-reinstall --no-deps "
+    "--no-cache-dir --no-binary=trio-mcp trio-mcp`)"
+)
+
+
+def compiled_build_failure(package_dir: str = _PACKAGE_DIR) -> str | None:
+    """What failed when this pure-Python install was built from the sdist, if
+    its compiled build failed (None for any other build)."""
+    try:
+        with open(os.path.join(package_dir, PURE_BUILD_NOTE), encoding="utf-8") as note:
+            return note.read().strip() or None
+    except OSError:
+        return None
+
+
+def missing_extensions_error(problems: str, package_dir: str, *, in_checkout: bool) -> ImportError:
+    """The error for TRIO_MCP_REQUIRE_EXTENSIONS=1 when the compiled modules are
+    not usable: `problems` says what is wrong, the rest how to mend it there."""
+    if in_checkout:
+        return ImportError(
+            f"the compiled hot path is not usable ({problems}); "
+            "rebuild it with `python setup.py build_ext --inplace`"
+        )
+    failure = compiled_build_failure(package_dir)
+    installed = (
+        f"the pure-Python build, made because the compiled build failed ({failure})"
+        if failure
+        else "a pure-Python build"
+    )
+    return ImportError(
+        f"TRIO_MCP_REQUIRE_EXTENSIONS is set but trio-mcp's compiled modules are not "
+        f"installed ({problems}): this is {installed}. To get them, {_HOW_TO_INSTALL_COMPILED}; "
+        "or unset TRIO_MCP_REQUIRE_EXTENSIONS to run the pure-Python build"
+    )
+
 
 def choose_request_path(
     package_dir: str,
@@ -151,11 +205,11 @@ def choose_request_path(
     if not problems:
         return compiled, True
     if require:
-        raise ImportError(
-            "the compiled request path is not usable ("
-            + "; ".join(problems)
-            + "); rebuild it with `python setup.py build_ext --inplace`"
-        )
+        if len(problems) == len(bases) and not compiled:
+            summary = "no module of the request path is built"
+        else:
+            summary = "; ".join(problems)
+        raise missing_extensions_error(summary, package_dir, in_checkout=in_checkout)
     return sources, False
 
 
@@ -196,8 +250,7 @@ _locations, REQUEST_PATH_COMPILED = choose_request_path(
     SOURCE_COMPILED_MODULES,
     no_extensions=NO_EXTENSIONS,
     require=REQUIRE_EXTENSIONS,
-    # a src/ checkout (setup.py two levels up), where .py files are edited
-    in_checkout=os.path.exists(os.path.join(_PACKAGE_DIR, os.pardir, os.pardir, "setup.py")),
+    in_checkout=IN_CHECKOUT,
 )
 sys.meta_path.insert(
     0, RequestPathFinder({f"{__package__}.{name}": path for name, path in _locations.items()})
@@ -216,9 +269,11 @@ else:
         from . import _headers, _httphead, _sentinel, _sse, _wakeups  # type: ignore[no-redef]
 
         USING_EXTENSIONS = True
-    except ImportError:
+    except ImportError as error:
         if REQUIRE_EXTENSIONS:
-            raise
+            raise missing_extensions_error(
+                str(error), _PACKAGE_DIR, in_checkout=IN_CHECKOUT
+            ) from error
         from . import _headers_py as _headers
         from . import _httphead_py as _httphead
         from . import _sentinel_py as _sentinel
@@ -248,3 +303,21 @@ def loaded_modules() -> dict[str, ModuleType]:
         "_sse": _sse,
         "_wakeups": _wakeups,
     }
+
+
+def build_description() -> str:
+    """Which build runs, in a few words, and why when it is the pure-Python one."""
+    if USING_EXTENSIONS:
+        return "compiled"
+    if os.environ.get("TRIO_MCP_NO_EXTENSIONS"):
+        return "pure Python (TRIO_MCP_NO_EXTENSIONS is set)"
+    if sys.implementation.name != "cpython":
+        return (
+            f"pure Python (the compiled modules are for CPython, this is {sys.implementation.name})"
+        )
+    failure = compiled_build_failure()
+    if failure:
+        return f"pure Python (the compiled build failed when installed: {failure})"
+    if IN_CHECKOUT:
+        return "pure Python (the compiled modules are not built, or older than their sources)"
+    return "pure Python (the compiled modules are not installed)"

@@ -104,6 +104,41 @@ def test_one_missing_extension_loads_every_source(tmp_path: Path) -> None:
         _choose(tmp_path, require=True)
 
 
+def test_missing_extensions_in_an_installed_package_say_how_to_install_them(
+    tmp_path: Path,
+) -> None:
+    # Not source-checkout advice: an installed package gets its compiled
+    # modules from a wheel, or from the sdist built with a C compiler.
+    tree = _tree(tmp_path, {})
+    with pytest.raises(ImportError) as raised:
+        _choose(tree, require=True, in_checkout=False)
+    message = str(raised.value)
+    assert "no module of the request path is built" in message
+    assert "this is a pure-Python build" in message
+    assert "pip install --force-reinstall --no-deps --only-binary=trio-mcp trio-mcp" in message
+    assert "--no-binary=trio-mcp" in message and "C compiler" in message
+    assert "build_ext --inplace" not in message
+    # A pure build made because the compiled one failed says what failed.
+    (tree / _speedups.PURE_BUILD_NOTE).write_text("compiling trio_mcp._httphead failed: X\n")
+    with pytest.raises(
+        ImportError, match=r"the compiled build failed \(compiling trio_mcp\._httphead failed: X\)"
+    ):
+        _choose(tree, require=True, in_checkout=False)
+
+
+def test_the_failure_note_is_read_only_when_there(tmp_path: Path) -> None:
+    assert _speedups.compiled_build_failure(str(tmp_path)) is None
+    (tmp_path / _speedups.PURE_BUILD_NOTE).write_text("no compiler\n")
+    assert _speedups.compiled_build_failure(str(tmp_path)) == "no compiler"
+
+
+def test_build_description_says_which_build_runs() -> None:
+    description = _speedups.build_description()
+    assert (description == "compiled") is _speedups.USING_EXTENSIONS
+    if _speedups.NO_EXTENSIONS and os.environ.get("TRIO_MCP_NO_EXTENSIONS"):
+        assert description == "pure Python (TRIO_MCP_NO_EXTENSIONS is set)"
+
+
 def test_stale_extension_in_a_checkout_is_not_loaded(tmp_path: Path) -> None:
     # An edited .py must never be hidden by the extension built before the edit.
     tree = _tree(tmp_path, {"a": 5, "sub.b": -5})
