@@ -39,7 +39,7 @@ from ._logs import configure as configure_logging
 from ._mcp._endpoint import run_mcp
 from ._mcp._stdio import run_stdio
 from ._settings import add_flags, render, resolve
-from ._speedups import USING_EXTENSIONS
+from ._speedups import build_description
 from ._version import __version__
 
 logger = logging.getLogger("trio_mcp.cli")
@@ -112,16 +112,24 @@ def _no_server(location: str, module: ModuleType) -> str:
 def version() -> str:
     """What ``trio-mcp --version`` prints: our version, the build in use, trio's
     and Python's."""
-    build = "compiled" if USING_EXTENSIONS else "pure-Python"
     return (
-        f"trio-mcp {__version__} ({build} build), trio {trio.__version__}, "
-        f"Python {platform.python_version()}"
+        f"trio-mcp {__version__}, trio {trio.__version__}, Python "
+        f"{platform.python_version()}; build: {build_description()}"
     )
+
+
+class _PrintVersion(argparse.Action):
+    # (argparse's own "version" action rewraps the line to the terminal's width)
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(version())
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="trio-mcp", description="A fast MCP server on trio.")
-    parser.add_argument("--version", action="version", version=version())
+    parser.add_argument(
+        "--version", action=_PrintVersion, nargs=0, help="print the version and build, and exit"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser(
         "run",

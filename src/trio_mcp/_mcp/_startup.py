@@ -10,7 +10,7 @@ from .._config import MCPConfig
 from .._protocol._admission import LOOPBACK_BINDS
 from .._protocol._envelope import MODERN_VERSIONS
 from .._protocol._revisions import LEGACY_VERSIONS
-from .._speedups import USING_EXTENSIONS
+from .._speedups import build_description
 from .._trio._server import HTTPServer
 from .._version import __version__
 
@@ -43,14 +43,13 @@ def announce(config: MCPConfig, server: HTTPServer) -> None:
         extras.append(f"2024-11-05 HTTP+SSE at {config.sse_path}")
     if config.stateless:
         extras.append("stateless")
-    build = "compiled" if USING_EXTENSIONS else "pure-Python"
     logger.info(
-        "trio-mcp %s serving MCP on %s (revisions %s%s; %s build; 1 process)",
+        "trio-mcp %s serving MCP on %s (revisions %s%s; build: %s; 1 process)",
         __version__,
         url(config, port, config.path),
         revisions(config.eras),
         "".join(f"; {extra}" for extra in extras),
-        build,
+        build_description(),
     )
     if config.http.host not in LOOPBACK_BINDS and not config.allowed_hosts:
         logger.warning(
