@@ -36,6 +36,20 @@ def slow_app() -> Server:
         return f"indexed in {seconds} s"
 
     @app.tool()
+    async def quiet_then_progress(ctx: Context) -> str:
+        await trio.sleep(11)
+        await ctx.report_progress(1, 2)
+        await trio.sleep(1)
+        return "done"
+
+    @app.tool()
+    async def quiet_then_close(ctx: Context) -> str:
+        await trio.sleep(11)
+        await ctx.close_sse_stream()  # (SEP-1699: the client resumes for the rest)
+        await trio.sleep(1)
+        return "done"
+
+    @app.tool()
     async def progress_then_quiet(ctx: Context) -> str:
         await ctx.report_progress(1, 2)
         await trio.sleep(30)
@@ -282,3 +296,64 @@ async def test_a_client_that_lost_the_stream_resumes_it(start_mcp, autojump_cloc
     assert answer["id"] == 2
     assert answer["result"]["content"][0]["text"] == "indexed in 12 s"
     assert answer_id != event_id
+
+
+def session_call(name: str, id: int) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {"name": name, "arguments": {}, "_meta": {"progressToken": 1}},
+    }
+
+
+async def test_messages_after_the_keepalives_began_go_in_order(start_mcp, autojump_clock) -> None:
+    server = await start(start_mcp)
+    async with await connect(server.ports[0]) as client:
+        mcp = MCP(client)
+        await mcp.initialize()
+        answer = await read_streamed(
+            client,
+            mcp_post(
+                session_call("quiet_then_progress", 5), session=mcp.session, version=mcp.version
+            ),
+        )
+    assert_kept_alive(answer)
+    messages = [(event_id, orjson.loads(data)) for event_id, data, _, _ in answer.events if data]
+    (progress_id, progress), (answer_id, final) = messages
+    assert progress["method"] == "notifications/progress"
+    assert final["id"] == 5 and final["result"]["content"][0]["text"] == "done"
+    assert progress_id is not None and answer_id is not None
+    assert int(progress_id.rsplit("-", 1)[-1]) < int(answer_id.rsplit("-", 1)[-1])
+
+
+async def test_a_kept_alive_stream_closed_by_its_handler_is_resumed(
+    start_mcp, autojump_clock
+) -> None:
+    """ctx.close_sse_stream() on a stream the keepalives opened: the POST ends
+    after a priming event, and GET with its id brings the answer."""
+    server = await start(start_mcp)
+    port = server.ports[0]
+    async with await connect(port) as client:
+        mcp = MCP(client)
+        await mcp.initialize()
+        async with await connect(port) as caller:
+            answer = await read_streamed(
+                caller,
+                mcp_post(
+                    session_call("quiet_then_close", 6), session=mcp.session, version=mcp.version
+                ),
+            )
+        assert 10 <= answer.head_at <= 11 and answer.events[0][2] == b": keepalive"
+        assert not any(data for _, data, _, _ in answer.events)  # (no message: closed first)
+        last_id = [event_id for event_id, *_ in answer.events if event_id is not None][-1]
+        get = (
+            b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+            b"Mcp-Session-Id: %s\r\nMCP-Protocol-Version: %s\r\nLast-Event-ID: %s\r\n\r\n"
+            % (mcp.session.encode(), mcp.version.encode(), last_id.encode())
+        )
+        resume = EventReader(client)
+        with trio.fail_after(20):
+            assert (await resume.head(get)).status_code == 200
+            _, final = await resume.message()
+    assert final["id"] == 6 and final["result"]["content"][0]["text"] == "done"

@@ -86,7 +86,7 @@ class ResponseWriter(Protocol):
     #: What to do once the answer has run ``slow.slow_after_s`` (timed like
     #: `time_limit_s`): the server runs ``slow.keep_alive()`` in a task of its
     #: own, beside the handler. None (the default): nothing. Quick answers
-    #: never cost that task.
+    #: never cost that task. The server lets go of it when the answer ends.
     slow: SlowAnswer | None
 
     @property

@@ -322,7 +322,7 @@ class PostStream:
         self.cancel_scope = writer.cancel_scope
         self._state = _IDLE
         self._relay: Relay | None = None
-        writer.slow = self  # (`finish` lets go of it again)
+        writer.slow = self  # (the server lets go of it when the answer ends)
 
     def attach(self, subscriber: Subscriber) -> None:
         """A resumed GET takes over the live events of this stream."""
@@ -401,6 +401,7 @@ class PostStream:
                 self._offer_resumed(frame)
             elif self.on_broken is not None:
                 self.on_broken()
+            return  # (the server ends a stream whose client is gone)
         if last:
             await self._end_relayed(relay)
             await writer.end()
@@ -495,8 +496,7 @@ class PostStream:
             self._written()
 
     def finish(self) -> None:
-        self._state = _FINISHED
-        self._writer.slow = None
+        self._state = _FINISHED  # (the server lets go of `writer.slow`)
         if self.session is not None and self.number:
             self._publisher.close_stream(self.session, self.number)
         if self._subscriber is not None:

@@ -283,8 +283,10 @@ class ConnectionWriter:
     def finished(self) -> None:
         """The answer's handler has returned: the sweeper no longer sees it
         running, and a watch of its client stops, before the connection's
-        task waits on the socket again."""
+        task waits on the socket again; its `slow` is let go of (it
+        refers back to this writer)."""
         self._conn.answering = None
+        self.slow = None
         if self.watched:
             watch = self._watch
             if watch is not None:
