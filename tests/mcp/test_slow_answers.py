@@ -26,8 +26,17 @@ from trio_mcp import Context, Server
 KEEPALIVE_S = 1.0
 
 
-def slow_app() -> Server:
+def slow_app(cancelled: trio.Event | None = None) -> Server:
     app = Server("slow")
+
+    @app.tool()
+    async def index_forever() -> str:
+        try:
+            await trio.sleep_forever()
+        finally:
+            if cancelled is not None:
+                cancelled.set()
+        return "never"  # pragma: no cover
 
     @app.tool()
     async def index(seconds: int) -> str:
@@ -71,9 +80,9 @@ def modern_call_body(seconds: float, id: int = 3) -> dict:
     return modern_body("tools/call", {"name": "index", "arguments": {"seconds": seconds}}, id=id)
 
 
-async def start(start_mcp, **config: object):
+async def start(start_mcp, cancelled: trio.Event | None = None, **config: object):
     config.setdefault("keepalive_s", KEEPALIVE_S)
-    return await start_mcp(slow_app(), **config)
+    return await start_mcp(slow_app(cancelled), **config)
 
 
 class Streamed:
@@ -357,3 +366,37 @@ async def test_a_kept_alive_stream_closed_by_its_handler_is_resumed(
             assert (await resume.head(get)).status_code == 200
             _, final = await resume.message()
     assert final["id"] == 6 and final["result"]["content"][0]["text"] == "done"
+
+
+async def test_a_slow_batch_becomes_a_stream_ending_with_its_answers(
+    start_mcp, autojump_clock
+) -> None:
+    server = await start(start_mcp)
+    async with await connect(server.ports[0]) as client:
+        mcp = MCP(client)
+        await mcp.initialize("2025-03-26")
+        request = mcp_post(
+            [call(1, id=1), call(12, id=2)], session=mcp.session, version=mcp.version
+        )
+        answer = await read_streamed(client, request)
+    assert_kept_alive(answer)
+    _, answers = answer.last
+    assert [a["id"] for a in answers] == [1, 2]  # type: ignore[index]
+
+
+async def test_a_2026_client_that_leaves_a_kept_alive_call_cancels_it(
+    start_mcp, autojump_clock
+) -> None:
+    cancelled = trio.Event()
+    server = await start(start_mcp, cancelled)
+    body = modern_body("tools/call", {"name": "index_forever", "arguments": {}}, id=7)
+    async with await connect(server.ports[0]) as client:
+        reader = EventReader(client)
+        with trio.fail_after(20):
+            head = await reader.head(
+                mcp_post(body, version="2026-07-28", extra=modern_headers(body))
+            )
+            assert header(head, b"content-type") == b"text/event-stream"
+            assert (await reader.event())[2] == b": keepalive"
+    with trio.fail_after(5):
+        await cancelled.wait()  # (the client closed the stream: SEP-2575)
