@@ -201,6 +201,18 @@ class MCPConfig:
             a client that closes its end is noticed at once (an idle stream's
             socket is watched), one that vanishes without closing when a
             keepalive fails.
+        stream_slow_answers_after_s: a POST request (2025 revisions and
+            2026-07-28) whose handler has sent nothing for this long has its
+            answer turned into an SSE stream that carries a comment keepalive
+            every ``keepalive_s`` and ends with the answer, so that a proxy
+            that cuts responses silent for a minute (nginx's
+            ``proxy_read_timeout`` is 60 s) does not cut a long call; the
+            stream's events are kept for resumption like any POST stream's.
+            None answers with one JSON object however long the call takes;
+            ``json_response_only`` turns this off too. Checked at the
+            server's time-limit ticks, so the stream starts up to a second
+            later than this. Keep it and ``keepalive_s`` below the proxy's
+            idle timeout.
         stream_queue_bytes: the bound of what waits for one slow client on a
             GET, listen or HTTP+SSE stream (the frames' bytes); a client that
             falls further behind is dropped from that stream and must resume
@@ -265,6 +277,7 @@ class MCPConfig:
     client_request_timeout_s: float = 300.0
     request_timeout_s: float = 3600.0
     keepalive_s: float = 15.0
+    stream_slow_answers_after_s: float | None = 10.0
     event_buffer_events: int = 256
     event_buffer_bytes: int = 256 * 1024
     event_buffer_age_s: float = 120.0
@@ -318,6 +331,12 @@ class MCPConfig:
             raise ValueError("stream_queue_bytes must be at least 1")
         if not self.keepalive_s > 0:
             raise ValueError("keepalive_s must be positive")
+        slow = self.stream_slow_answers_after_s
+        if slow is not None and not (slow > 0 and not math.isinf(slow)):
+            raise ValueError(
+                f"stream_slow_answers_after_s must be a positive number of seconds or None, "
+                f"not {slow}"
+            )
         if self.sse_retry_ms < 0:
             raise ValueError("sse_retry_ms must not be negative")
         if not self.client_request_timeout_s > 0:

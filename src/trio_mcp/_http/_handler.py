@@ -44,6 +44,20 @@ class Cancellable(Protocol):
     def cancel(self) -> None: ...
 
 
+class SlowAnswer(Protocol):
+    """What an answer does when it takes long (`ResponseWriter.slow`)."""
+
+    @property
+    def slow_after_s(self) -> float:
+        """How long the answer runs before `keep_alive` starts (inf: never)."""
+        ...
+
+    async def keep_alive(self) -> None:
+        """Keep the response alive until the answer ends (a stream of
+        keepalives, say): run by the server in a task of its own, once."""
+        ...
+
+
 class ResponseWriter(Protocol):
     """Writes the answer of a `DeferredResponse`: one full response, or a stream.
 
@@ -69,10 +83,20 @@ class ResponseWriter(Protocol):
     time_limit_s: float
     #: True once the server cancelled the answer for its `time_limit_s`.
     overdue: bool
+    #: What to do once the answer has run ``slow.slow_after_s`` (timed like
+    #: `time_limit_s`): the server runs ``slow.keep_alive()`` in a task of its
+    #: own, beside the handler. None (the default): nothing. Quick answers
+    #: never cost that task. The server lets go of it when the answer ends.
+    slow: SlowAnswer | None
 
     @property
     def started(self) -> bool:
         """True once the status line is out (nothing can change it any more)."""
+        ...
+
+    @property
+    def streaming(self) -> bool:
+        """True between `start` and `end`: a streamed body is open."""
         ...
 
     @property

@@ -7,9 +7,10 @@ session (a refusal, initialize, a stateless request); a POST that names a
 session is answered in `_in_session`, which looks the session up in the
 store (404, 403, 400), then answers notifications and responses (202) and
 runs the requests (`_answer`): one JSON object, a batch, or an SSE stream if
-a handler emitted first. `get` opens the session's GET stream or resumes a
-stream with ``Last-Event-ID``; `delete` ends a session. Statuses are all
-decided before the first byte is written.
+a handler emitted first or ran long (`PostStream.keep_alive`). `get` opens
+the session's GET stream or resumes a stream with ``Last-Event-ID``;
+`delete` ends a session. Statuses are all decided before the first byte is
+written.
 """
 
 from __future__ import annotations

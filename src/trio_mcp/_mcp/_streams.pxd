@@ -14,7 +14,7 @@ cdef class Listener:
 
 cdef class PostStream:
     cdef public object _publisher, _writer, session, version, _cors, number
-    cdef public object _subscriber, on_broken, cancel_scope
+    cdef public object _subscriber, on_broken, cancel_scope, _state, _relay
 
 cdef class SSEStream:
     cdef public object session, version, cancel_scope, _outbox

@@ -247,10 +247,42 @@ class RequestStream(Protocol):
         ...
 
 
+#: What a POST stream's handler side is doing (`PostStream._state`).
+_IDLE: Final = 0
+_WRITING: Final = 1  # inside a write of its own: a relay takes over after it
+_FINISHED: Final = 2  # the request is over
+
+
+class Relay:
+    """A POST stream's writes once its keepalive task writes them (`PostStream.keep_alive`).
+
+    The task owns the socket from then on: the handler's messages go through
+    `outbox`, whose pump also writes the keepalives. `handed`: the write the
+    handler was doing when the task came is over; `ready`: the stream is open
+    (numbered, primed), so messages may follow; `done`: the pump has returned,
+    so the response may end.
+    """
+
+    __slots__ = ("outbox", "handed", "ready", "done")
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.outbox = Outbox(limit_bytes)
+        self.handed = trio.Event()
+        self.ready = trio.Event()
+        self.done = trio.Event()
+
+
 class PostStream:
     """The SSE answer of one POST: opened on the first event, ids and buffering
     for resumption (sessions only), and live hand-over to a client that resumes
-    it with GET after losing the connection."""
+    it with GET after losing the connection.
+
+    It is also the answer's `SlowAnswer`: once the request has run for
+    ``stream_slow_answers_after_s``, the server starts `keep_alive`, which opens
+    the stream if the handler has not (with a comment for first bytes) and
+    relays what follows with keepalives, so a proxy that cuts silent
+    responses does not cut a long call. A quick answer never gets there.
+    """
 
     __slots__ = (
         "_publisher",
@@ -262,6 +294,8 @@ class PostStream:
         "_subscriber",
         "on_broken",
         "cancel_scope",
+        "_state",
+        "_relay",
     )
 
     def __init__(
@@ -286,6 +320,9 @@ class PostStream:
         #: cancelling it abandons the answer and closes the connection, which
         #: is also how a 2026-07-28 client cancels.
         self.cancel_scope = writer.cancel_scope
+        self._state = _IDLE
+        self._relay: Relay | None = None
+        writer.slow = self  # (the server lets go of it when the answer ends)
 
     def attach(self, subscriber: Subscriber) -> None:
         """A resumed GET takes over the live events of this stream."""
@@ -300,28 +337,114 @@ class PostStream:
         publisher = self._publisher
         if publisher.config.json_response_only:
             return
+        if self._relay is not None and await self._relayed():
+            await self._emit_relayed(data, last)
+            return
         writer = self._writer
         session = self.session
-        opening = not writer.started
-        prologue = await self._begin() if opening else b""
+        self._state = _WRITING
+        try:
+            opening = not writer.started
+            prologue = await self._begin() if opening else b""
+            if session is None:
+                frame = format_event(data, event=MESSAGE)
+            else:
+                frame = await publisher.publish(session, self.number, data)
+                if writer.broken:
+                    self._offer_resumed(frame)
+                    return
+            if opening:
+                await writer.start(200, SSE_HEADERS + self._cors, prologue + frame)
+                if last:
+                    await writer.end()
+            elif last:
+                await writer.end(frame)
+            else:
+                await writer.send(frame)
+            if writer.broken and session is None and self.on_broken is not None:
+                self.on_broken()
+        finally:
+            self._written()
+
+    def _offer_resumed(self, frame: bytes) -> None:
+        """Hand `frame` to the GET that resumed this stream, if one has."""
+        if self._subscriber is not None and not self._subscriber.offer(frame):
+            self._subscriber = None
+
+    def _written(self) -> None:
+        """A write of the handler's is over: a keepalive task waiting for it takes over."""
+        self._state = _IDLE
+        relay = self._relay
+        if relay is not None:
+            relay.handed.set()
+
+    async def _relayed(self) -> bool:
+        """Whether this stream's writes go through its keepalive task now
+        (waiting until that task has the stream open)."""
+        relay = self._relay
+        assert relay is not None
+        await relay.ready.wait()
+        return self._relay is relay  # (else the task found nothing to keep alive)
+
+    async def _emit_relayed(self, data: bytes, last: bool) -> None:
+        """`emit` through the keepalive task's outbox."""
+        relay = self._relay
+        assert relay is not None
+        writer = self._writer
+        session = self.session
         if session is None:
             frame = format_event(data, event=MESSAGE)
         else:
-            frame = await publisher.publish(session, self.number, data)
-            if writer.broken:
-                if self._subscriber is not None and not self._subscriber.offer(frame):
-                    self._subscriber = None
-                return
-        if opening:
-            await writer.start(200, SSE_HEADERS + self._cors, prologue + frame)
-            if last:
-                await writer.end()
-        elif last:
-            await writer.end(frame)
-        else:
-            await writer.send(frame)
-        if writer.broken and session is None and self.on_broken is not None:
-            self.on_broken()
+            frame = await self._publisher.publish(session, self.number, data)
+        if writer.broken or not await relay.outbox.send(frame):
+            if session is not None:
+                self._offer_resumed(frame)
+            elif self.on_broken is not None:
+                self.on_broken()
+            return  # (the server ends a stream whose client is gone)
+        if last:
+            await self._end_relayed(relay)
+            await writer.end()
+
+    async def _end_relayed(self, relay: Relay) -> None:
+        """Let the keepalive task write what is queued, and wait until it has."""
+        relay.outbox.close()
+        await relay.done.wait()
+
+    @property
+    def slow_after_s(self) -> float:
+        """`SlowAnswer`: when `keep_alive` starts (inf: never)."""
+        config = self._publisher.config
+        after = config.stream_slow_answers_after_s
+        return math.inf if after is None or config.json_response_only else after
+
+    async def keep_alive(self) -> None:
+        """`SlowAnswer`: run by the server once the request has run long: take
+        the stream over (opening it with a keepalive comment if the handler
+        has sent nothing) and keep it alive until the answer has gone."""
+        writer = self._writer
+        if self._state == _FINISHED or writer.broken or (writer.started and not writer.streaming):
+            return  # answered already, or no one to answer
+        relay = self._relay = Relay(self._publisher.config.stream_queue_bytes)
+        try:
+            if self._state == _WRITING:
+                await relay.handed.wait()
+                if self._state == _FINISHED or writer.broken or not writer.streaming:
+                    self._relay = None
+                    return
+            outbox = relay.outbox
+            if not writer.started:
+                # (start marks the answer begun at once: from here the handler
+                # hands its answer to the stream, not to a JSON response)
+                await writer.start(200, SSE_HEADERS + self._cors, KEEPALIVE)
+                prologue = await self._begin()
+                if prologue:
+                    outbox.offer(prologue)  # (queued: the pump sends it first)
+            relay.ready.set()
+            await outbox.pump(writer, self._publisher.config.keepalive_s)
+        finally:
+            relay.ready.set()
+            relay.done.set()
 
     @property
     def overdue(self) -> bool:
@@ -357,16 +480,29 @@ class PostStream:
         session = self.session
         if session is None or writer.broken or self._publisher.config.json_response_only:
             return
-        if not writer.started:
-            await writer.start(200, SSE_HEADERS + self._cors, await self._begin())
-        await writer.send(await self._publisher.priming_event(session, self.number))
-        await writer.end_and_close()
+        relay = self._relay
+        if relay is not None and await self._relayed():
+            await relay.outbox.send(await self._publisher.priming_event(session, self.number))
+            await self._end_relayed(relay)
+            await writer.end_and_close()
+            return
+        self._state = _WRITING
+        try:
+            if not writer.started:
+                await writer.start(200, SSE_HEADERS + self._cors, await self._begin())
+            await writer.send(await self._publisher.priming_event(session, self.number))
+            await writer.end_and_close()
+        finally:
+            self._written()
 
     def finish(self) -> None:
+        self._state = _FINISHED  # (the server lets go of `writer.slow`)
         if self.session is not None and self.number:
             self._publisher.close_stream(self.session, self.number)
         if self._subscriber is not None:
             self._subscriber.close()
+        if self._relay is not None:
+            self._relay.outbox.close()  # (its task ends once the pump sees it)
 
 
 class SSEStream:

@@ -14,6 +14,7 @@ from typing import Protocol
 import trio
 
 from .._http._connection import HEAD, HTTP11Connection
+from .._http._handler import SlowAnswer
 
 
 class DateCache:
@@ -77,6 +78,8 @@ class Answering(Protocol):
     overdue: bool
     #: Someone watches the answer's client already.
     watched: bool
+    #: What to start once the answer has run long (None: nothing, or started).
+    slow: SlowAnswer | None
 
     def peer_gone_already(self) -> bool: ...
     async def watch_peer(self) -> None: ...

@@ -11,8 +11,10 @@ scheduler batch. So a request costs no clock reading and no work in trio's
 deadline heap; limits fire no earlier than set and up to two ticks late.
 
 The same look watches the clients of long answers (from their second tick),
-shortens the head limit while many heads are slow, and tells the connection
-quota when capacity frees up, for its refusals' ``Retry-After``.
+starts what slow ones do to keep their responses alive
+(`ResponseWriter.slow`), shortens the head limit while many heads are slow,
+and tells the connection quota when capacity frees up, for its refusals'
+``Retry-After``.
 """
 
 from __future__ import annotations
@@ -119,12 +121,17 @@ class TimeLimits:
                 elif now - seen >= writer.time_limit_s and not writer.overdue:
                     writer.overdue = True
                     overdue.append(conn)
-                elif not writer.watched and watchers is not None:
-                    # An answer seen running at two ticks takes long: watch its
-                    # client from now on (quick answers never cost a task).
-                    writer.watched = True
-                    if not writer.peer_gone_already():
-                        spawn(watchers, "a client watch", writer.watch_peer)
+                elif watchers is not None:
+                    if not writer.watched:
+                        # An answer seen running at two ticks takes long: watch its
+                        # client from now on (quick answers never cost a task).
+                        writer.watched = True
+                        if not writer.peer_gone_already():
+                            spawn(watchers, "a client watch", writer.watch_peer)
+                    slow = writer.slow
+                    if slow is not None and now - seen >= slow.slow_after_s:
+                        writer.slow = None  # (started once)
+                        spawn(watchers, "a slow answer's keepalives", slow.keep_alive)
                 due = min(due, seen + writer.time_limit_s)
             if due < frees:
                 frees = due

@@ -10,7 +10,7 @@ from trio_mcp._trio._socketio cimport SocketIO
 @cython.final
 cdef class ConnectionWriter:
     cdef public object _stream, _write_timeout, _frame, state, broken
-    cdef public object outlives_peer, seen, time_limit_s, overdue, watched, _watch
+    cdef public object outlives_peer, seen, time_limit_s, overdue, watched, _watch, slow
     cdef public Connection _conn
     cdef public DateCache _dates
     @cython.locals(conn=Connection, sio=SocketIO)

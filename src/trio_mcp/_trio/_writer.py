@@ -25,6 +25,7 @@ from trio.lowlevel import wait_readable
 
 from .._errors import LocalProtocolError
 from .._http._connection import Headers, Response
+from .._http._handler import SlowAnswer
 from ._connection import ByteStream, Connection, DateCache
 from ._socketio import SocketIO
 
@@ -65,6 +66,7 @@ class ConnectionWriter:
         "overdue",
         "watched",
         "_watch",
+        "slow",
     )
 
     def __init__(
@@ -95,6 +97,8 @@ class ConnectionWriter:
         #: `peer_watch`): nobody else may wait for the socket to be readable.
         self.watched = False
         self._watch: trio.CancelScope | None = None
+        #: What the sweeper starts once the answer has run long (`SlowAnswer`).
+        self.slow: SlowAnswer | None = None
         # (through the typed attribute: a C store in the compiled build)
         self._conn.answering = self
 
@@ -108,6 +112,11 @@ class ConnectionWriter:
     def started(self) -> bool:
         """True once the status line is out (nothing can change it any more)."""
         return self.state is not NEW
+
+    @property
+    def streaming(self) -> bool:
+        """True between `start` and `end`."""
+        return self.state is STREAMING
 
     async def _write(self, data: bytes) -> None:
         if self.broken or not data:
@@ -274,8 +283,10 @@ class ConnectionWriter:
     def finished(self) -> None:
         """The answer's handler has returned: the sweeper no longer sees it
         running, and a watch of its client stops, before the connection's
-        task waits on the socket again."""
+        task waits on the socket again; its `slow` is let go of (it
+        refers back to this writer)."""
         self._conn.answering = None
+        self.slow = None
         if self.watched:
             watch = self._watch
             if watch is not None:

@@ -1,0 +1,3 @@
+from __future__ import annotations
+
+from nginx_fixtures import start_mcp_upstream, start_nginx  # noqa: F401
