@@ -4,6 +4,7 @@ a certificate that cannot be used."""
 
 from __future__ import annotations
 
+import logging
 import ssl
 from pathlib import Path
 
@@ -114,8 +115,9 @@ async def test_a_trusted_proxy_over_tls_keeps_the_scheme_it_forwards(
 
 
 async def test_plain_http_to_the_tls_port_fails_that_connection_only(
-    nursery, tls: TLSFiles
+    nursery, tls: TLSFiles, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger="trio_mcp")
     server = await start(nursery, **tls.settings())
     port = server.ports[0]
     with trio.fail_after(10):
@@ -131,6 +133,11 @@ async def test_plain_http_to_the_tls_port_fails_that_connection_only(
             await secure.send(post(b"{}", path=b"/"))
             assert (await secure.read_reply()).body == b"https"
     assert await served_over_tls(port, tls) == b"https"
+    # Quietly: one debug line, nothing louder.
+    failed = [r for r in caplog.records if r.getMessage().startswith("TLS handshake with")]
+    assert [r.levelno for r in failed] == [logging.DEBUG]
+    assert "127.0.0.1" in failed[0].getMessage()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 async def test_a_stalled_handshake_is_closed_after_the_handshake_timeout(

@@ -158,12 +158,6 @@ class TLSStream:
         self.ssl = trio.SSLStream(_Transport(raw, chunk), context, server_side=True)
         self._eof_sent = False
 
-    @property
-    def alpn_protocol(self) -> str | None:
-        """The protocol ALPN chose (``http/1.1``, or None if the client offered none)."""
-        protocol: str | None = self.ssl.selected_alpn_protocol()
-        return protocol
-
     async def receive_some(self, max_bytes: int) -> bytes | bytearray:
         if self._eof_sent:
             return await self.raw.receive_some(max_bytes)  # (dropped by the lingering close)
