@@ -64,3 +64,35 @@ def test_a_clients_share_of_sessions_defaults_to_a_quarter() -> None:
     assert MCPConfig(max_sessions=100).sessions_per_client == 25
     assert MCPConfig(max_sessions=2).sessions_per_client == 1
     assert MCPConfig(max_sessions_per_client=7).sessions_per_client == 7
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"ssl_keyfile": "key.pem"}, "ssl_keyfile needs ssl_certfile"),
+        ({"ssl_keyfile_password": "x"}, "ssl_keyfile_password needs ssl_certfile"),
+        ({"ssl_ca_certs": "ca.pem"}, "ssl_ca_certs needs ssl_certfile"),
+        ({"ssl_cert_reqs": "required"}, "ssl_cert_reqs needs ssl_certfile"),
+        ({"ssl_certfile": "c.pem", "ssl_cert_reqs": "always"}, "ssl_cert_reqs must be"),
+        ({"ssl_certfile": "c.pem", "ssl_cert_reqs": "required"}, "needs ssl_ca_certs"),
+        ({"ssl_certfile": "c.pem", "ssl_cert_reqs": "optional"}, "needs ssl_ca_certs"),
+        ({"ssl_certfile": "c.pem", "ssl_ca_certs": "ca.pem"}, "set ssl_cert_reqs"),
+        ({"ssl_certfile": "c.pem", "ssl_handshake_timeout_s": 0}, "ssl_handshake_timeout_s"),
+        ({"ssl_handshake_timeout_s": float("nan")}, "ssl_handshake_timeout_s"),
+    ],
+)
+def test_inconsistent_tls_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ServerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_tls_is_off_by_default_and_its_password_is_a_secret() -> None:
+    config = ServerConfig()
+    assert config.ssl_certfile is None
+    assert config.ssl_cert_reqs == "none"
+    assert config.ssl_handshake_timeout_s == 10.0
+    fields = {f.name: f for f in dataclasses.fields(ServerConfig)}
+    assert fields["ssl_keyfile_password"].metadata.get("secret") is True
+    assert ServerConfig(
+        ssl_certfile="c.pem", ssl_ca_certs="ca.pem", ssl_cert_reqs="required"
+    ).ssl_cert_reqs == ("required")

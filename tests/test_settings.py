@@ -42,6 +42,18 @@ SAMPLES: dict[str, object] = {
     "allowed_origins": ("https://app.example",),
     "allowed_hosts": ("mcp.example", "localhost"),
     "request_state_keys": ("key-one", "key-two"),
+    "ssl_certfile": "server.pem",
+    "ssl_keyfile": "server.key",
+    "ssl_keyfile_password": "pass-word",
+    "ssl_ca_certs": "clients-ca.pem",
+    "ssl_cert_reqs": "required",
+}
+#: What a setting is valid only beside (given in the file, the lowest source).
+COMPANIONS: dict[str, dict[str, object]] = {
+    "ssl_keyfile": {"ssl_certfile": "server.pem"},
+    "ssl_keyfile_password": {"ssl_certfile": "server.pem"},
+    "ssl_ca_certs": {"ssl_certfile": "server.pem", "ssl_cert_reqs": "optional"},
+    "ssl_cert_reqs": {"ssl_certfile": "server.pem", "ssl_ca_certs": "ca.pem"},
 }
 
 
@@ -118,10 +130,16 @@ def test_every_field_is_a_setting_with_help() -> None:
 def test_each_setting_from_each_source(setting: Setting, tmp_path) -> None:
     sample = _sample(setting)
     assert sample != setting.default
+    companions = "".join(
+        f"{name} = {_toml(value)}\n" for name, value in COMPANIONS.get(setting.name, {}).items()
+    )
+    base = tmp_path / "companions.toml"
+    base.write_text(companions)
+    beside = {"config": str(base)}
     file = tmp_path / "settings.toml"
-    file.write_text(f"{setting.name} = {_toml(sample)}\n")
+    file.write_text(f"{setting.name} = {_toml(sample)}\n{companions}")
     from_file = resolve({"config": str(file)}, {})
-    from_env = resolve({}, {setting.variable: _text(sample)})
+    from_env = resolve(beside, {setting.variable: _text(sample)})
     results = [from_file, from_env]
     assert from_file.sources[setting.name] == str(file)
     assert from_env.sources[setting.name] == setting.variable
@@ -130,15 +148,15 @@ def test_each_setting_from_each_source(setting: Setting, tmp_path) -> None:
         with pytest.raises(SystemExit):  # (unrecognized arguments)
             _parse([setting.flag, _text(sample)])
         own = tmp_path / "secret"
-        own.write_text("\n".join(typing.cast(tuple[str, ...], sample)) + "\n")
-        results.append(resolve(_parse([f"{setting.flag}-file", str(own)]), {}))
-        results.append(resolve({}, {f"{setting.variable}_FILE": str(own)}))
-        results.append(resolve({"config": str(file)}, {}))
+        lines = sample if isinstance(sample, tuple) else (sample,)
+        own.write_text("\n".join(typing.cast(tuple[str, ...], lines)) + "\n")
+        results.append(resolve({**_parse([f"{setting.flag}-file", str(own)]), **beside}, {}))
+        results.append(resolve(beside, {f"{setting.variable}_FILE": str(own)}))
     elif setting.kind == "bool":
         flag = setting.flag if sample else f"--no-{setting.flag[2:]}"
-        results.append(resolve(_parse([flag]), {}))
+        results.append(resolve({**_parse([flag]), **beside}, {}))
     else:
-        results.append(resolve(_parse([setting.flag, _text(sample)]), {}))
+        results.append(resolve({**_parse([setting.flag, _text(sample)]), **beside}, {}))
     for resolved in results:
         assert _value(resolved.config, setting) == sample
     assert resolve({}, {}).sources == {}

@@ -91,6 +91,22 @@ class ServerConfig:
             connection churn is about every second, each pausing every
             request. Cyclic garbage that reaches the oldest generation waits
             up to this long. None leaves the collector as it is.
+        ssl_certfile: serve HTTPS: the server's certificate (PEM), followed by
+            its intermediate certificates; None (the default) serves plain
+            HTTP. Read once at start-up.
+        ssl_keyfile: the certificate's private key (PEM); None when it is in
+            ``ssl_certfile``.
+        ssl_keyfile_password: the password of an encrypted ``ssl_keyfile``
+            (a secret: from the environment or a file, never a flag).
+        ssl_ca_certs: the CA certificates (PEM) that client certificates are
+            checked against; needed by ``ssl_cert_reqs`` other than "none".
+        ssl_cert_reqs: whether clients present a certificate: "none" (not
+            asked for), "optional" (checked if presented) or "required"
+            (a client without one signed by ``ssl_ca_certs`` fails the
+            handshake).
+        ssl_handshake_timeout_s: how long a TLS handshake may take; a
+            connection still handshaking counts as one still sending its
+            request head (``slow_heads_threshold`` shortens this limit too).
     """
 
     host: str = "127.0.0.1"
@@ -116,6 +132,12 @@ class ServerConfig:
     trio_tweaks: bool = True
     batch_end_sends: bool = True
     gc_full_interval_s: float | None = 60.0
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_keyfile_password: str | None = field(default=None, metadata={"secret": True})
+    ssl_ca_certs: str | None = None
+    ssl_cert_reqs: str = "none"
+    ssl_handshake_timeout_s: float = 10.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -145,6 +167,7 @@ class ServerConfig:
             "body_timeout_s",
             "write_timeout_s",
             "shutdown_timeout_s",
+            "ssl_handshake_timeout_s",
         ):
             value = getattr(self, name)
             if not (value > 0 and not math.isnan(value)):
@@ -165,6 +188,31 @@ class ServerConfig:
             raise ValueError("reuse_port is not available on this platform")
         if self.max_request_line_bytes > self.max_head_bytes:
             raise ValueError("max_request_line_bytes cannot exceed max_head_bytes")
+        self._check_tls()
+
+    def _check_tls(self) -> None:
+        if self.ssl_cert_reqs not in ("none", "optional", "required"):
+            raise ValueError(
+                'ssl_cert_reqs must be "none", "optional" or "required", '
+                f"not {self.ssl_cert_reqs!r}"
+            )
+        if self.ssl_certfile is None:
+            for name in ("ssl_keyfile", "ssl_keyfile_password", "ssl_ca_certs"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name} needs ssl_certfile (TLS is off without it)")
+            if self.ssl_cert_reqs != "none":
+                raise ValueError("ssl_cert_reqs needs ssl_certfile (TLS is off without it)")
+            return
+        if self.ssl_cert_reqs == "none" and self.ssl_ca_certs is not None:
+            raise ValueError(
+                "ssl_ca_certs is only used to check client certificates: set ssl_cert_reqs to "
+                '"optional" or "required"'
+            )
+        if self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
+            raise ValueError(
+                f"ssl_cert_reqs {self.ssl_cert_reqs!r} needs ssl_ca_certs (the CA file that "
+                "client certificates are checked against)"
+            )
 
 
 @dataclass(frozen=True, slots=True)

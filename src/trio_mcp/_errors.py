@@ -155,3 +155,10 @@ class UsageError(TrioMCPError):
 class PeerProtocolError(TrioMCPError):
     """The server ``trio-mcp bench`` measures sent something that is not a valid
     HTTP/1.1 response."""
+
+
+class TLSConfigError(StartupError):
+    """The TLS settings cannot be used: a certificate, key or CA file that
+    cannot be read, holds no such thing, or does not match. Raised at start-up,
+    before anything is served; the message is one line that names the setting,
+    the file and the reason."""

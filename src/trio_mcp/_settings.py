@@ -243,7 +243,8 @@ def _secret_from_file(setting: Setting, path: str) -> object:
         raise ValueError(f"cannot read {path}: {exc.strerror}") from None
     if setting.kind == "strings":
         return tuple(line.strip() for line in content.splitlines() if line.strip())
-    return from_text(setting, content)
+    # (a password may hold spaces: only the file's last line end goes)
+    return from_text(setting, content.removesuffix("\n").removesuffix("\r"))
 
 
 # ---- the command line --------------------------------------------------------

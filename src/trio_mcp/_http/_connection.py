@@ -95,7 +95,8 @@ class Request:
         #: The client's address ("" when the transport has none to give):
         #: behind a trusted proxy, the one its forwarding headers name.
         self.client = client
-        #: "https" when a trusted proxy says the client used TLS.
+        #: "https" when the client used TLS: to us, or to the trusted proxy
+        #: that says so.
         self.scheme = scheme
 
     def header(self, name: bytes) -> bytes | None:
@@ -252,6 +253,7 @@ class HTTP11Connection:
         "draining",
         "client",
         "proxy",
+        "scheme",
     )
 
     def __init__(self, config: ServerConfig) -> None:
@@ -283,8 +285,13 @@ class HTTP11Connection:
         #: The peer's address, which each request carries (set by the server).
         self.client = ""
         #: Set by the server when the peer is a trusted proxy: each request's
-        #: client, scheme and host are then the ones its headers forward.
+        #: client, scheme and host are then the ones its headers forward. On a
+        #: TLS connection from any other peer, `NO_PROXY`: its requests take
+        #: the same branch, which gives them the connection's `scheme`.
         self.proxy: Trust | None = None
+        #: The scheme the client used to reach us ("https" over TLS), for
+        #: requests whose proxy says none.
+        self.scheme = "http"
 
     # ---- bytes in -------------------------------------------------------
 
@@ -430,13 +437,26 @@ class HTTP11Connection:
         singles: dict[bytes, bytes],
         body: bytes,
     ) -> Request:
-        """A request from a trusted proxy: its client as the proxy forwards it."""
-        assert self.proxy is not None
-        client, scheme, host = forwarded_client(self.client, headers, self.proxy)
-        if host is not None:
-            singles[b"host"] = host  # (the public host: the Host rules check it)
+        """A request from a trusted proxy: its client as the proxy forwards it;
+        or one on a TLS connection (`NO_PROXY`: a direct client)."""
+        proxy = self.proxy
+        assert proxy is not None
+        scheme: str | None = None
+        if proxy:
+            client, scheme, host = forwarded_client(self.client, headers, proxy)
+            if host is not None:
+                singles[b"host"] = host  # (the public host: the Host rules check it)
+        else:  # (NO_PROXY: the peer is the client)
+            client = self.client
         return Request(
-            method, target.decode("ascii"), minor, headers, singles, body, client, scheme or "http"
+            method,
+            target.decode("ascii"),
+            minor,
+            headers,
+            singles,
+            body,
+            client,
+            scheme or self.scheme,
         )
 
     # ---- bytes out ------------------------------------------------------

@@ -52,6 +52,12 @@ class Trust:
         return address is not None and any(address in network for network in self.networks)
 
 
+#: The `Trust` of a TLS connection whose peer is not a trusted proxy: no
+#: proxy is believed, and its requests take the branch that gives them the
+#: connection's scheme (``HTTP11Connection.proxy``).
+NO_PROXY: Final = Trust(())
+
+
 def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
         address = ipaddress.ip_address(text.split("%", 1)[0])

@@ -31,7 +31,8 @@ def url(config: MCPConfig, port: int, path: str) -> str:
     host = config.http.host
     if ":" in host:
         host = f"[{host}]"
-    return f"http://{host}:{port}{path}"
+    scheme = "https" if config.http.ssl_certfile is not None else "http"
+    return f"{scheme}://{host}:{port}{path}"
 
 
 def announce(config: MCPConfig, server: HTTPServer) -> None:

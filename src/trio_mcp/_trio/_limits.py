@@ -43,6 +43,8 @@ def tick_s(config: ServerConfig) -> float:
         config.body_timeout_s,
         config.write_timeout_s,
     )
+    if config.ssl_certfile is not None:
+        shortest = min(shortest, config.ssl_handshake_timeout_s)
     return min(0.5, shortest / 8)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ from ._socketio import (
     interrupt_wakes_readers,
 )
 from ._tasks import spawn
+from ._tls import TLSStream, handshake, server_context
 from ._tweaks import applied as trio_tweaks
 from ._tweaks import lean_instruments
 from ._writer import DONE, NEW, STREAMING, ConnectionWriter
@@ -109,9 +111,20 @@ class HTTPServer:
         "_limits",
         "_interruptible",
         "timeout_tick_s",
+        "tls",
     )
 
-    def __init__(self, handler: Handler | HandlerFunction, config: ServerConfig) -> None:
+    def __init__(
+        self,
+        handler: Handler | HandlerFunction,
+        config: ServerConfig,
+        *,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
+        """`tls`: the SSL context built from `config` already (`run` builds it
+        before trio starts); by default it is built here, when
+        ``config.ssl_certfile`` is set. A certificate or key that cannot be
+        used raises `TLSConfigError`."""
         self.handler = handler
         # Which kind of application this is, decided once: a `Handler` routes
         # each request synchronously, a function is awaited for each.
@@ -142,6 +155,8 @@ class HTTPServer:
         #: How often time limits are checked: they fire up to twice this late
         #: (a phase is timed from the first check that sees it).
         self.timeout_tick_s = self._limits.tick_s
+        #: The SSL context connections are served with (None: plain HTTP).
+        self.tls = tls if tls is not None else server_context(config)
 
     @property
     def ports(self) -> list[int]:
@@ -228,6 +243,7 @@ class HTTPServer:
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
         quota = self.quota
+        serve_socket = self._serve_socket if self.tls is None else self._serve_tls_socket
         ip = listener.family in (socket.AF_INET, socket.AF_INET6)
         while True:
             try:
@@ -249,7 +265,7 @@ class HTTPServer:
                 self._refused += 1
                 refuse(sock, quota.refusal(host, trio.current_time()))
             else:
-                spawn(connections, "a connection", self._serve_socket, sock, group, host)
+                spawn(connections, "a connection", serve_socket, sock, group, host)
             accepted += 1
             if accepted >= 64:  # a flood of connections must not starve the rest
                 accepted = 0
@@ -266,6 +282,22 @@ class HTTPServer:
         finally:
             self.quota.leave(group)
 
+    async def _serve_tls_socket(self, sock: socket.socket, group: str, host: str) -> None:
+        context = self.tls
+        assert context is not None
+        config = self.config
+        try:
+            try:
+                # (no batch-end sends, and no interrupt of an overdue head: _tls.py)
+                raw = SocketIO(sock, None, config.write_timeout_s)
+            except OSError:
+                sock.close()
+                return
+            tls = TLSStream(raw, context, config.receive_chunk_bytes)
+            await self._serve(tls, host, None, group, tls)
+        finally:
+            self.quota.leave(group)
+
     async def handle_stream(self, stream: trio.abc.HalfCloseableStream) -> None:
         """Serve one connection over any trio stream until it closes.
 
@@ -279,6 +311,7 @@ class HTTPServer:
         client: str = "",
         interruptible: Interruptible | None = None,
         group: str | None = None,
+        tls: TLSStream | None = None,
     ) -> None:
         self._connections_total += 1
         http = HTTP11Connection(self.config)
@@ -294,7 +327,8 @@ class HTTPServer:
         peer_gone = True
         try:
             with timer:
-                peer_gone = await self._converse(stream, conn)
+                if tls is None or await handshake(tls, conn, self.config.ssl_handshake_timeout_s):
+                    peer_gone = await self._converse(stream, conn)
             peer_gone = await _answer_overdue(stream, conn, peer_gone, self._dates)
         finally:
             self._connections.discard(conn)
@@ -600,14 +634,20 @@ def run(
 
     settings = config or ServerConfig()
     failures: list[StartupError] = []
+    try:
+        # (before trio starts: a certificate that cannot be used is one plain error)
+        tls = server_context(settings)
+    except StartupError as exc:
+        raise SystemExit(f"trio-mcp: {exc}") from None
 
     async def main() -> None:
         if tweaks.lean_instruments:
             lean_instruments()
         lifespan = around if around is not None else contextlib.nullcontext()
         async with lifespan, trio.open_nursery() as nursery:
+            server = HTTPServer(handler, settings, tls=tls)
             try:
-                server: HTTPServer = await nursery.start(serve, handler, settings)
+                await nursery.start(server._run)
             except StartupError as exc:
                 failures.append(exc)
                 return
@@ -633,4 +673,9 @@ def run(
 
 
 def _log_listening(server: HTTPServer) -> None:
-    logger.info("serving on %s port %s", server.config.host, ", ".join(map(str, server.ports)))
+    logger.info(
+        "serving %s on %s port %s",
+        "https" if server.config.ssl_certfile is not None else "http",
+        server.config.host,
+        ", ".join(map(str, server.ports)),
+    )
