@@ -43,6 +43,7 @@ from .._http._connection import (
 from .._http._handler import (
     Answer,
     DeferredResponse,
+    DrainStages,
     Handler,
     HandlerFunction,
     StreamingResponse,
@@ -71,6 +72,16 @@ _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
+#: The answer to a request that arrives after the listener has closed: only
+#: work in flight is left here, and another replica can take it at once.
+_SHUTTING_DOWN: Final = Response(
+    503,
+    [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"1")],
+    b"503 Service Unavailable: the server is shutting down\n",
+)
+#: How long a `DrainStages` handler's ``deadline_passed`` may take before the
+#: answers still running are cancelled anyway.
+_DEADLINE_HOOK_S: Final = 1.0
 
 
 @final
@@ -109,6 +120,8 @@ class HTTPServer:
         "_limits",
         "_interruptible",
         "timeout_tick_s",
+        "_stages",
+        "_listener_closed",
     )
 
     def __init__(self, handler: Handler | HandlerFunction, config: ServerConfig) -> None:
@@ -142,6 +155,11 @@ class HTTPServer:
         #: How often time limits are checked: they fire up to twice this late
         #: (a phase is timed from the first check that sees it).
         self.timeout_tick_s = self._limits.tick_s
+        #: The handler, if it wants the later moments of a graceful shutdown.
+        self._stages: DrainStages | None = handler if isinstance(handler, DrainStages) else None
+        #: The graceful shutdown has closed the listener: a request that
+        #: arrives now on a connection still open gets 503.
+        self._listener_closed = False
 
     @property
     def ports(self) -> list[int]:
@@ -160,15 +178,25 @@ class HTTPServer:
         )
 
     def shutdown(self) -> None:
-        """Start a graceful shutdown: stop accepting, let in-flight requests finish.
+        """Start a graceful shutdown; let in-flight requests finish.
 
-        Idle connections close at once; a connection in the middle of a
-        request answers it with ``Connection: close``. Whatever still runs
-        after ``config.shutdown_timeout_s`` is cancelled. `serve` returns when
-        every connection is gone. A `Handler`'s ``drain()`` is called first, so
-        that it can end its long-lived streams gracefully.
+        A `Handler`'s ``drain()`` is called first (an `MCPEndpoint` stops
+        reporting ready). For ``config.drain_delay_s`` the listener stays
+        open and every request is still served, each answer with
+        ``Connection: close``. Then the listener closes (a `DrainStages`
+        handler's ``listener_closed()`` ends its long-lived streams), idle
+        connections close, and a request that still arrives on an open
+        connection is answered 503 with ``Retry-After``. What still runs
+        ``config.shutdown_timeout_s`` later is cancelled (a deferred answer
+        with its writer `overdue`, so an MCP request is answered with an
+        error). `serve` returns when every connection is gone. Calling this
+        again does nothing; to stop at once, cancel `serve`.
         """
-        if not self._shutdown.is_set() and isinstance(self.handler, Handler):
+        if self._shutdown.is_set():
+            return
+        for conn in self._connections:
+            conn.http.draining = True  # (their next answers close)
+        if isinstance(self.handler, Handler):
             self.handler.drain()
         self._shutdown.set()
 
@@ -203,14 +231,19 @@ class HTTPServer:
                             acceptors.start_soon(self._accept_loop, listener, connections)
                         task_status.started(self)
                         await self._shutdown.wait()
+                        # Not ready from now (`shutdown`), still serving: a load
+                        # balancer stops sending before connections are refused.
+                        await trio.sleep(config.drain_delay_s)
                         acceptors.cancel_scope.cancel()
                     for listener in listeners:
                         close_listener(listener)
+                    self._listener_closed = True
+                    if self._stages is not None:
+                        self._stages.listener_closed()
                     for conn in list(self._connections):
                         conn.drain()
-                    # In-flight requests get a deadline, then are cancelled.
-                    connections.cancel_scope.deadline = (
-                        trio.current_time() + config.shutdown_timeout_s
+                    clock.start_soon(
+                        self._stop_at, trio.current_time() + config.shutdown_timeout_s, connections
                     )
                 self._limits.watchers = None
                 clock.cancel_scope.cancel()
@@ -224,6 +257,22 @@ class HTTPServer:
                 batch.before_io_wait(0)  # (a last flush: normally nothing is held by now)
                 with contextlib.suppress(KeyError):  # (trio drops an instrument that raised)
                     trio.lowlevel.remove_instrument(batch)
+
+    async def _stop_at(self, deadline: float, connections: trio.Nursery) -> None:
+        """At the shutdown deadline, end what still runs: the handler's own
+        work first (`DrainStages.deadline_passed`), then every answer in
+        progress, each writer `overdue` so that the answer can still say why
+        (in a shielded scope), then everything else."""
+        await trio.sleep_until(deadline)
+        if self._stages is not None:
+            with trio.move_on_after(_DEADLINE_HOOK_S):
+                await self._stages.deadline_passed()
+        for conn in list(self._connections):
+            writer = conn.answering
+            if writer is not None:
+                writer.overdue = True
+                conn.timer.cancel()
+        connections.cancel_scope.cancel()
 
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
@@ -378,7 +427,9 @@ class HTTPServer:
             limited_phase = None
             conn.limit = inf
             try:
-                if route is not None:
+                if self._listener_closed:
+                    response = _SHUTTING_DOWN
+                elif route is not None:
                     response = route(event)
                 else:
                     assert call is not None
@@ -586,11 +637,14 @@ def run(
 ) -> None:
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
+    The first SIGINT or SIGTERM starts a graceful shutdown
+    (`HTTPServer.shutdown`); a second one, while it lasts, stops at once:
+    every request is cancelled and every connection closed, unanswered.
     `around`, if given, is entered before serving and exited after (an
-    application's lifespan). With ``config.trio_tweaks`` (the default), the
-    trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
-    with ``config.gc_full_interval_s``, full garbage collections are paced
-    (``_collector.py``).
+    application's lifespan), either way. With ``config.trio_tweaks`` (the
+    default), the trio tweaks are in effect for the run on a tested trio
+    (``_tweaks.py``); with ``config.gc_full_interval_s``, full garbage
+    collections are paced (``_collector.py``).
     """
     import signal
 
@@ -600,19 +654,32 @@ def run(
         if tweaks.lean_instruments:
             lean_instruments()
         lifespan = around if around is not None else contextlib.nullcontext()
+        # The wait for signals, which ends when the server has stopped.
+        waiting = trio.CancelScope()
+
+        async def serving(task_status: trio.TaskStatus[HTTPServer]) -> None:
+            try:
+                await serve(handler, settings, task_status=task_status)
+            finally:
+                waiting.cancel()
+
         async with lifespan, trio.open_nursery() as nursery:
-            server: HTTPServer = await nursery.start(serve, handler, settings)
+            server: HTTPServer = await nursery.start(serving)
             collections: trio.CancelScope | None = None
             if pacing is not None:
                 collections = await nursery.start(collect_fully, pacing)
             logger.info(
                 "serving on %s port %s", server.config.host, ", ".join(map(str, server.ports))
             )
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
                 async for signum in signals:
-                    logger.info("got signal %d: draining", signum)
-                    server.shutdown()
-                    break
+                    if not server.statistics().draining:
+                        logger.info("got signal %d: draining (a second one stops at once)", signum)
+                        server.shutdown()
+                    else:
+                        logger.warning("got signal %d again: stopping at once", signum)
+                        nursery.cancel_scope.cancel()
+                        break
             if collections is not None:
                 collections.cancel()
 
