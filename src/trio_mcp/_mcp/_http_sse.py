@@ -230,9 +230,7 @@ class HTTPSSETransport:
                     answer = await self.runner.run(
                         message, stream, request.headers, principal, None
                     )
-            if scope.cancelled_caught and (
-                self._stopping or trio.current_time() >= scope.deadline
-            ):
+            if scope.cancelled_caught and (self._stopping or trio.current_time() >= scope.deadline):
                 answer = self.runner.overdue_answer(message)
             if answer is not None:
                 await stream.emit(answer_bytes(answer))

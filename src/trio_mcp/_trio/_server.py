@@ -388,8 +388,8 @@ class HTTPServer:
                     # Each phase gets its own whole-phase limit.
                     limited_phase = phase
                     if phase is IDLE:
-                        if http.draining:
-                            return False
+                        if self._listener_closed:
+                            return False  # (during the drain delay, a new connection is served)
                         limit_phase(idle_timeout)
                     elif phase is HEAD:
                         limit_phase(config.head_timeout_s)
@@ -426,6 +426,7 @@ class HTTPServer:
             self._requests_total += 1
             limited_phase = None
             conn.limit = inf
+            response: Answer
             try:
                 if self._listener_closed:
                     response = _SHUTTING_DOWN
