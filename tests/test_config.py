@@ -14,6 +14,7 @@ def test_defaults_match_the_contract() -> None:
     assert config.max_requests_per_connection == 1000
     assert config.max_body_bytes == 4 * 1024 * 1024
     assert config.max_head_bytes == 16 * 1024
+    assert config.drain_delay_s == 0  # (Ctrl-C stops a local server without a wait)
 
 
 def test_frozen() -> None:
@@ -38,6 +39,9 @@ def test_frozen() -> None:
         {"slow_heads_threshold": 2.5},
         {"max_receiving_bytes": 0},
         {"forwarded_allow_ips": ("10.0.0.0/8", "proxy")},
+        {"drain_delay_s": -1},
+        {"drain_delay_s": float("inf")},
+        {"drain_delay_s": float("nan")},
     ],
 )
 def test_invalid_values_are_refused(kwargs: dict[str, object]) -> None:

@@ -47,6 +47,8 @@ SAMPLES: dict[str, object] = {
     "ssl_keyfile_password": "pass-word",
     "ssl_ca_certs": "clients-ca.pem",
     "ssl_cert_reqs": "required",
+    "health_path": "/live",
+    "ready_path": "/ready",
 }
 #: What a setting is valid only beside (given in the file, the lowest source).
 COMPANIONS: dict[str, dict[str, object]] = {
@@ -77,7 +79,7 @@ def _sample(setting: Setting) -> object:
     if setting.kind == "int":
         return 3 if default is None else default + 1
     if setting.kind == "float":
-        return 2.5 if default is None else default * 2
+        return default * 2 if default else 2.5
     raise AssertionError(f"add a sample value of {setting.name} to SAMPLES")
 
 

@@ -66,7 +66,19 @@ class ServerConfig:
             the rightmost address not in this set. Their connections do not
             count in an address's share of connections.
         shutdown_timeout_s: on graceful shutdown, how long in-flight requests
-            may take to finish before they are cancelled.
+            may take to finish once the listener has closed (after
+            ``drain_delay_s``) before they are cancelled; an MCP request
+            cancelled so is answered with the JSON-RPC error -32603 ("the
+            server is shutting down"), not a bare close.
+        drain_delay_s: on graceful shutdown (SIGTERM, SIGINT,
+            ``HTTPServer.shutdown``), how long the listener stays open after
+            readiness goes false: new connections are still accepted and
+            their requests served, each answer with ``Connection: close``,
+            so that a load balancer stops sending before connections are
+            refused. Set it to the load balancer's health-check interval
+            times its failure threshold, plus a margin. 0 (the default)
+            closes the listener at once, so Ctrl-C stops a local server
+            without a wait. A second signal stops at once whatever the phase.
         reuse_port: set SO_REUSEPORT so several processes can share the port.
         trio_tweaks: when trio-mcp runs trio itself (``run``, ``run_mcp``,
             ``trio-mcp run``) on a tested trio and outcome (``_trio/_tweaks.py``
@@ -124,6 +136,7 @@ class ServerConfig:
     max_header_count: int = 100
     receive_chunk_bytes: int = 64 * KiB
     shutdown_timeout_s: float = 10.0
+    drain_delay_s: float = 0.0
     max_connections: int | None = None
     max_connections_per_address: int | None = None
     slow_heads_threshold: int | None = None
@@ -156,6 +169,10 @@ class ServerConfig:
                 raise ValueError(
                     f"forwarded_allow_ips: not an IP address or network: {proxy!r}"
                 ) from None
+        if not (self.drain_delay_s >= 0 and math.isfinite(self.drain_delay_s)):
+            raise ValueError(
+                f"drain_delay_s must be a number of seconds, 0 or more, not {self.drain_delay_s}"
+            )
         interval = self.gc_full_interval_s
         if interval is not None and not (interval > 0 and math.isfinite(interval)):
             raise ValueError(
@@ -310,6 +327,13 @@ class MCPConfig:
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.
+        health_path: answers 200 while the process serves (liveness); None
+            turns it off. GET and HEAD only; answered before authentication
+            and before the Origin and Host checks (a load balancer's probe
+            sends an address as its Host), with ``Cache-Control: no-store``.
+        ready_path: answers 200 while the server accepts new work, 503 from
+            the first moment of a graceful shutdown (readiness); None turns
+            it off. As ``health_path`` otherwise.
     """
 
     http: ServerConfig = ServerConfig()
@@ -344,6 +368,8 @@ class MCPConfig:
     max_requests_per_session: int = 128
     max_client_requests_per_session: int = 64
     max_listen_subscriptions: int = 1000
+    health_path: str | None = "/healthz"
+    ready_path: str | None = "/readyz"
 
     @property
     def sessions_per_client(self) -> int:
@@ -399,6 +425,23 @@ class MCPConfig:
             raise ValueError("max_sessions_per_client must be at least 1 (or None)")
         if not self.session_idle_timeout_s > 0:
             raise ValueError("session_idle_timeout_s must be positive")
+        self._check_probe_paths()
+
+    def _check_probe_paths(self) -> None:
+        """The health and readiness paths: absolute, distinct, and not taken
+        by a path the endpoint serves (which is matched first)."""
+        taken = {self.path, self.path + "/"}
+        if self.legacy_sse and self.eras != "modern":
+            taken |= {self.sse_path, self.messages_path}
+        for name in ("health_path", "ready_path"):
+            probe = getattr(self, name)
+            if probe is None:
+                continue
+            if not probe.startswith("/"):
+                raise ValueError(f"{name} must start with / (or be None), not {probe!r}")
+            if probe in taken:
+                raise ValueError(f"{name} {probe!r} is a path the endpoint already serves")
+            taken.add(probe)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import trio
 from _support import load_example
+from mcp_fixtures import start_mcp  # noqa: F401
 
 from trio_mcp import HTTPServer, ServerConfig, serve
 

@@ -5,6 +5,7 @@ a certificate that cannot be used."""
 from __future__ import annotations
 
 import logging
+import re
 import ssl
 from pathlib import Path
 
@@ -296,7 +297,9 @@ async def test_serve_fails_before_it_starts(nursery, tmp_path: Path) -> None:
 
 
 def test_run_fails_before_trio_starts(tmp_path: Path) -> None:
-    """`run` raises the error itself, not inside an exception group."""
+    """`run` exits with the one line (status 1), before trio starts."""
     missing = str(tmp_path / "missing.pem")
-    with pytest.raises(TLSConfigError, match=r"^ssl_certfile .*missing\.pem: cannot read it"):
+    with pytest.raises(SystemExit) as exited:
         run(scheme_of, ServerConfig(port=0, ssl_certfile=missing))
+    assert re.match(r"trio-mcp: ssl_certfile .*missing\.pem: cannot read it", str(exited.value))
+    assert isinstance(exited.value.__context__, TLSConfigError)

@@ -136,6 +136,6 @@ async def test_a_drain_frees_the_http_sse_sessions(start_mcp) -> None:
     server = await start_mcp(holding_app())
     client, _, _ = await open_http_sse(server.ports[0])
     assert server.handler.statistics().sessions == 1
-    server.handler.drain()
+    server.handler.listener_closed()
     assert await settled(server) == NOTHING
     await client.stream.aclose()

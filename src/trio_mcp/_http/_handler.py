@@ -181,12 +181,35 @@ class Handler(Protocol):
     must not block: whatever needs waiting goes into a `DeferredResponse`. An
     exception from `route`, or from a deferred answer before it wrote
     anything, is answered 500 and logged. `drain` is called once when a
-    graceful shutdown begins, so long-lived streams can end cleanly.
+    graceful shutdown begins, so long-lived streams can end cleanly (or, for
+    a handler that is also `DrainStages`, so it stops reporting ready).
     """
 
     def route(self, request: Request) -> Answer: ...
 
     def drain(self) -> None: ...
+
+
+@runtime_checkable
+class DrainStages(Protocol):
+    """The later moments of a graceful shutdown, for a `Handler` that has
+    these methods too (`MCPEndpoint` has).
+
+    The server calls `drain` first, and keeps its listener open for
+    ``drain_delay_s`` (new requests are served, with ``Connection: close``);
+    then it closes the listener and calls `listener_closed`: only work in
+    flight is left, long-lived streams should end now. When
+    ``shutdown_timeout_s`` has passed after that, it awaits
+    `deadline_passed` (for at most a second), then cancels every answer
+    still running, its writer `overdue` so the answer can say why.
+    """
+
+    def listener_closed(self) -> None: ...
+
+    async def deadline_passed(self) -> None:
+        """Finish what the handler runs outside the server's connections
+        (cancel it, with an error answer where one is owed)."""
+        ...
 
 
 #: The other kind of application `serve` takes: an async function from a

@@ -9,6 +9,12 @@ request goes to `ModernTransport`, anything else to `SessionsTransport`.
 Those, the request runner, the broadcaster and the sweeper are built here
 and share the endpoint's stores; none of them calls back into this module.
 `running` runs what the endpoint needs while it serves.
+
+Beside the endpoint, two probes for load balancers and orchestrators
+(``health_path``, ``ready_path``) are answered at routing, before admission
+and authentication, only when the path is none of the endpoint's; the
+endpoint's life in a graceful shutdown (`drain`, `listener_closed`,
+`deadline_passed`) decides what the readiness probe says.
 """
 
 from __future__ import annotations
@@ -63,6 +69,13 @@ Authenticator = Callable[[Request], Awaitable[object | None]]
 PrincipalKey = Callable[[object], str]
 
 _NOT_FOUND: Final = (b"content-type", b"text/plain")
+#: The probes' answers: short text, never cached (a cached "ready" would
+#: outlive the drain), and no CORS headers (browsers have no use for them).
+_PROBE_HEADERS: Final = [
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+]
+_PROBE_METHODS: Final = [(b"allow", b"GET, HEAD"), (b"cache-control", b"no-store")]
 #: What a transport method does once the request's principal is known.
 _Then = Callable[[Request, Headers, object], Response | DeferredResponse]
 
@@ -112,6 +125,9 @@ class MCPEndpoint:
         "http_sse",
         "_paths",
         "_sse_paths",
+        "_health_path",
+        "_ready_path",
+        "ready",
     )
 
     def __init__(
@@ -157,6 +173,11 @@ class MCPEndpoint:
             if config.legacy_sse and config.eras != "modern"
             else frozenset()
         )
+        self._health_path = config.health_path
+        self._ready_path = config.ready_path
+        #: Whether the endpoint accepts new work (what ``ready_path`` says):
+        #: from the start of `running` until a graceful shutdown begins.
+        self.ready = False
 
     def statistics(self) -> MCPStatistics:
         """A snapshot of what the endpoint holds in this process."""
@@ -181,7 +202,7 @@ class MCPEndpoint:
         path = request.path
         on_endpoint = path in self._paths
         if not on_endpoint and path not in self._sse_paths:
-            return Response(404, [_NOT_FOUND], b"not found\n")
+            return self._elsewhere(request)
         try:
             self.admission.check_origin(request)
         except Rejection as rejection:
@@ -198,6 +219,26 @@ class MCPEndpoint:
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    def _elsewhere(self, request: Request) -> Response:
+        """A path that is none of the endpoint's: a probe, or 404.
+
+        The probes skip the Origin and Host checks and authentication: a
+        load balancer's probe comes with an address for Host and no
+        credentials, and they tell nothing and change nothing (a page a DNS
+        rebinding points here could learn only that the server is up; with
+        no CORS headers it cannot even read that). Nothing logs them.
+        """
+        path = request.path
+        if path == self._health_path:
+            status, body = 200, b"ok\n"
+        elif path == self._ready_path:
+            status, body = (200, b"ready\n") if self.ready else (503, b"not ready\n")
+        else:
+            return Response(404, [_NOT_FOUND], b"not found\n")
+        if request.method not in ("GET", "HEAD"):
+            return Response(405, _PROBE_METHODS)
+        return Response(status, _PROBE_HEADERS, body)
 
     def _route_endpoint(self, request: Request, cors: Headers) -> Response | DeferredResponse:
         """The endpoint's methods (a Response's CORS headers are added by `route`)."""
@@ -303,12 +344,29 @@ class MCPEndpoint:
     # ---- the endpoint's life -------------------------------------------------
 
     def drain(self) -> None:
-        """The server is shutting down: end every long-lived stream gracefully.
+        """A graceful shutdown begins: from now on the endpoint is not ready
+        (``ready_path`` answers 503), so load balancers stop sending it new
+        work; it still serves what comes (the server closes each connection
+        after its answer) until the listener closes (`listener_closed`)."""
+        self.ready = False
+
+    def listener_closed(self) -> None:
+        """The server's listener has closed: end every long-lived stream gracefully.
 
         Listen streams end with their final response, GET streams and HTTP+SSE
-        streams simply end (their clients reconnect, to another replica).
+        streams simply end (their clients reconnect, to another replica); an
+        HTTP+SSE stream whose requests still run ends after its last answer.
         """
-        self.stores.bus.close_all()
+        self.ready = False
+        self.stores.bus.close_all(keep=self.http_sse.drain())
+
+    async def deadline_passed(self) -> None:
+        """The server's shutdown deadline has passed: a request ended from now
+        on is answered with the shutdown error (the server cancels those on
+        its connections next); the HTTP+SSE requests, which run here, are
+        cancelled and answered on their streams, which then end."""
+        self.runner.stopping = True
+        await self.http_sse.stop()
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[MCPEndpoint]:
@@ -323,9 +381,11 @@ class MCPEndpoint:
             await nursery.start(self.broadcaster.run)
             self.app.listeners.append(self.broadcaster.on_app_event)
             nursery.start_soon(self.sweeper.run)
+            self.ready = True
             try:
                 yield self
             finally:
+                self.ready = False
                 self.app.listeners.remove(self.broadcaster.on_app_event)
                 self.http_sse.nursery = None
                 self.stores.bus.close_all()

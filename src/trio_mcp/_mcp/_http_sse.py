@@ -6,6 +6,10 @@
 the stream (`post`). Each request runs in a task of its own in the endpoint's
 nursery, under a cancel scope of its own; the stream is the session, so when
 it ends, the session ends with everything it holds.
+
+In a graceful shutdown, a session whose requests still run keeps its stream
+(`drain`) until the last is answered; at the shutdown deadline (`stop`) those
+requests are cancelled and answered with the shutdown error there.
 """
 
 from __future__ import annotations
@@ -55,6 +59,11 @@ class HTTPSSETransport:
         "handshake",
         "nursery",
         "_answering",
+        "_running",
+        "_open_streams",
+        "_draining",
+        "_stopping",
+        "_quiet",
     )
 
     def __init__(
@@ -75,6 +84,15 @@ class HTTPSSETransport:
         self.nursery: trio.Nursery | None = None
         #: session id -> its requests running or waiting for the stream here
         self._answering: dict[str, int] = {}
+        #: The cancel scopes of the requests running here (for `stop`).
+        self._running: set[trio.CancelScope] = set()
+        #: Streams open here, and how a graceful shutdown has gone so far:
+        #: a session's stream closes after its last answer (`drain`); the
+        #: requests still running are ended (`stop`), which waits for `_quiet`.
+        self._open_streams = 0
+        self._draining = False
+        self._stopping = False
+        self._quiet: trio.Event | None = None
 
     def check_open(self, request: Request) -> None:
         """GET /sse's refusals before authentication: its Accept (406), and an
@@ -111,6 +129,7 @@ class HTTPSSETransport:
             await writer.respond(rejection_response(sessions_full(full), cors))
             return
         outbox = Outbox(self.config.stream_queue_bytes)
+        self._open_streams += 1
         try:
             await self.bus.attach(session.id, outbox)  # (a new session has no stream)
             endpoint = f"{self.config.messages_path}?session_id={session.id}".encode()
@@ -122,6 +141,9 @@ class HTTPSSETransport:
             with trio.CancelScope(shield=True):
                 if await self.sessions.delete(session.id):
                     await self.sweeper.release(session.id)
+            self._open_streams -= 1
+            if not self._open_streams and self._quiet is not None:
+                self._quiet.set()
 
     def check_post(self, request: Request) -> None:
         """POST /messages' refusal before authentication: no session named (400)."""
@@ -193,10 +215,14 @@ class HTTPSSETransport:
     ) -> None:
         """Run one request and send its answer on the session's stream (none when
         the client cancelled it)."""
+        answer = None
+        timeout = self.config.request_timeout_s
+        scope = trio.CancelScope(deadline=trio.current_time() + timeout)
+        if self._stopping:
+            scope.cancel()
+        self._running.add(scope)
         try:
-            answer = None
-            timeout = self.config.request_timeout_s
-            with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
+            with scope:
                 stream = SSEStream(session, outbox, scope)
                 if message.method == "initialize":
                     answer = await self.handshake.initialize_session(session.id, message)
@@ -204,13 +230,33 @@ class HTTPSSETransport:
                     answer = await self.runner.run(
                         message, stream, request.headers, principal, None
                     )
-            if scope.cancelled_caught and trio.current_time() >= scope.deadline:
+            if scope.cancelled_caught and (self._stopping or trio.current_time() >= scope.deadline):
                 answer = self.runner.overdue_answer(message)
             if answer is not None:
                 await stream.emit(answer_bytes(answer))
         finally:
+            self._running.discard(scope)
             left = self._answering[session.id] - 1
             if left:
                 self._answering[session.id] = left
             else:
                 del self._answering[session.id]
+                if self._draining:
+                    outbox.close()  # (its last answer is queued: the stream ends after it)
+
+    def drain(self) -> set[str]:
+        """The server's listener has closed: the sessions whose requests still
+        run keep their streams until the last is answered. Returns them."""
+        self._draining = True
+        return set(self._answering)
+
+    async def stop(self) -> None:
+        """The server's shutdown deadline: cancel the requests still running
+        (each is answered with the shutdown error on its stream, which then
+        ends), and wait until every stream here has ended."""
+        self._stopping = True
+        for scope in self._running:
+            scope.cancel()
+        if self._open_streams:
+            self._quiet = trio.Event()
+            await self._quiet.wait()

@@ -80,6 +80,7 @@ class RequestRunner:
         "sealer",
         "principal_key",
         "lifespan_state",
+        "stopping",
     )
 
     def __init__(
@@ -101,6 +102,9 @@ class RequestRunner:
         self.principal_key = principal_key
         #: What the app's lifespan yielded, while the endpoint runs.
         self.lifespan_state: Any = None
+        #: The server's shutdown deadline has passed: requests ended now are
+        #: ended for that (`overdue_answer`).
+        self.stopping = False
 
     async def run(
         self,
@@ -171,7 +175,12 @@ class RequestRunner:
 
     def overdue_answer(self, message: RPCRequest) -> dict[str, Any]:
         """The error answer of `message`, ended for running past
-        ``request_timeout_s`` (logged: a handler that hangs is a bug)."""
+        ``request_timeout_s`` (logged: a handler that hangs is a bug), or
+        still running at the server's shutdown deadline (`stopping`)."""
+        if self.stopping:
+            logger.warning("%s still ran at the shutdown deadline: ended", message.method)
+            error = MCPError(INTERNAL_ERROR, "Internal error: the server is shutting down")
+            return error_message(message.id, error)
         timeout = self.config.request_timeout_s
         logger.warning("%s ran past request_timeout_s (%s s): ended", message.method, timeout)
         error = MCPError(INTERNAL_ERROR, f"Internal error: the request took over {timeout} s")

@@ -29,7 +29,7 @@ one's place without a change to the endpoint):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any, Protocol
 
 from .._protocol._events import MESSAGE_EVENT
@@ -156,8 +156,10 @@ class Bus(Protocol):
         """The session ended: close its standalone stream and forget its POST streams."""
         ...
 
-    def close_all(self) -> None:
-        """The server drains: close every standalone and listen stream here."""
+    def close_all(self, keep: Collection[str] = ()) -> None:
+        """The server drains: close every standalone and listen stream here,
+        but the standalone streams of the sessions in `keep` (HTTP+SSE
+        sessions whose requests still run: their answers go there)."""
         ...
 
     def attached(self) -> list[str]:
@@ -265,12 +267,14 @@ class MemoryBus:
         for key in [key for key in self._producers if key[0] == session_id]:
             del self._producers[key]
 
-    def close_all(self) -> None:
+    def close_all(self, keep: Collection[str] = ()) -> None:
         for listener in list(self._listeners):
             listener.outbox.close()
-        for stream in list(self._streams.values()):
-            stream.close()
-        self._streams.clear()
+        streams = self._streams
+        for session_id, stream in list(streams.items()):
+            if session_id not in keep:
+                stream.close()
+                del streams[session_id]
 
     def attached(self) -> list[str]:
         return list(self._streams)

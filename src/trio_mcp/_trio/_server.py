@@ -10,6 +10,16 @@ limit of its current phase as a plain number; one sweeper task per server
 passed, up to two ticks (`HTTPServer.timeout_tick_s`) late. A deferred
 answer's handler is timed the same way, against the `time_limit_s` it gives
 its writer.
+
+A graceful shutdown (`HTTPServer.shutdown`): a `Handler`'s ``drain()`` is
+called first (an `MCPEndpoint` stops reporting ready). For
+``config.drain_delay_s`` the listener stays open and every request is still
+served, each answer with ``Connection: close``. Then the listener closes (a
+`DrainStages` handler's ``listener_closed()`` ends its long-lived streams),
+idle connections close, and a request that still arrives on an open
+connection is answered 503 with ``Retry-After``. What still runs
+``config.shutdown_timeout_s`` later is cancelled (a deferred answer with its
+writer `overdue`, so an MCP request is answered with an error).
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ from .._http._connection import (
 from .._http._handler import (
     Answer,
     DeferredResponse,
+    DrainStages,
     Handler,
     HandlerFunction,
     StreamingResponse,
@@ -73,6 +84,16 @@ _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
+#: The answer to a request that arrives after the listener has closed: only
+#: work in flight is left here, and another replica can take it at once.
+_SHUTTING_DOWN: Final = Response(
+    503,
+    [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"1")],
+    b"503 Service Unavailable: the server is shutting down\n",
+)
+#: How long a `DrainStages` handler's ``deadline_passed`` may take before the
+#: answers still running are cancelled anyway.
+_DEADLINE_HOOK_S: Final = 1.0
 
 
 @final
@@ -112,6 +133,8 @@ class HTTPServer:
         "_interruptible",
         "timeout_tick_s",
         "tls",
+        "_stages",
+        "_listener_closed",
     )
 
     def __init__(
@@ -157,6 +180,11 @@ class HTTPServer:
         self.timeout_tick_s = self._limits.tick_s
         #: The SSL context connections are served with (None: plain HTTP).
         self.tls = tls if tls is not None else server_context(config)
+        #: The handler, if it wants the later moments of a graceful shutdown.
+        self._stages: DrainStages | None = handler if isinstance(handler, DrainStages) else None
+        #: The graceful shutdown has closed the listener: a request that
+        #: arrives now on a connection still open gets 503.
+        self._listener_closed = False
 
     @property
     def ports(self) -> list[int]:
@@ -175,15 +203,14 @@ class HTTPServer:
         )
 
     def shutdown(self) -> None:
-        """Start a graceful shutdown: stop accepting, let in-flight requests finish.
-
-        Idle connections close at once; a connection in the middle of a
-        request answers it with ``Connection: close``. Whatever still runs
-        after ``config.shutdown_timeout_s`` is cancelled. `serve` returns when
-        every connection is gone. A `Handler`'s ``drain()`` is called first, so
-        that it can end its long-lived streams gracefully.
-        """
-        if not self._shutdown.is_set() and isinstance(self.handler, Handler):
+        """Start a graceful shutdown (the module's docstring says its steps);
+        `serve` returns when every connection is gone. Calling this again
+        does nothing; to stop at once, cancel `serve`."""
+        if self._shutdown.is_set():
+            return
+        for conn in self._connections:
+            conn.http.draining = True  # (their next answers close)
+        if isinstance(self.handler, Handler):
             self.handler.drain()
         self._shutdown.set()
 
@@ -218,14 +245,20 @@ class HTTPServer:
                             acceptors.start_soon(self._accept_loop, listener, connections)
                         task_status.started(self)
                         await self._shutdown.wait()
+                        # Not ready from now (`shutdown`), still serving: a load
+                        # balancer stops sending before connections are refused.
+                        await trio.sleep(config.drain_delay_s)
                         acceptors.cancel_scope.cancel()
                     for listener in listeners:
                         close_listener(listener)
+                    self._listener_closed = True
+                    if self._stages is not None:
+                        self._stages.listener_closed()
                     for conn in list(self._connections):
                         conn.drain()
-                    # In-flight requests get a deadline, then are cancelled.
-                    connections.cancel_scope.deadline = (
-                        trio.current_time() + config.shutdown_timeout_s
+                    deadline = trio.current_time() + config.shutdown_timeout_s
+                    clock.start_soon(
+                        _stop_at, deadline, connections, self._connections, self._stages
                     )
                 self._limits.watchers = None
                 clock.cancel_scope.cancel()
@@ -373,8 +406,8 @@ class HTTPServer:
                     # Each phase gets its own whole-phase limit.
                     limited_phase = phase
                     if phase is IDLE:
-                        if http.draining:
-                            return False
+                        if self._listener_closed:
+                            return False  # (during the drain delay, a new connection is served)
                         limit_phase(idle_timeout)
                     elif phase is HEAD:
                         limit_phase(config.head_timeout_s)
@@ -411,8 +444,11 @@ class HTTPServer:
             self._requests_total += 1
             limited_phase = None
             conn.limit = inf
+            response: Answer
             try:
-                if route is not None:
+                if self._listener_closed:
+                    response = _SHUTTING_DOWN
+                elif route is not None:
                     response = route(event)
                 else:
                     assert call is not None
@@ -475,6 +511,28 @@ class HTTPServer:
         elif writer.state is STREAMING:
             await writer.end()
         return not writer.broken
+
+
+async def _stop_at(
+    deadline: float,
+    connections: trio.Nursery,
+    open_connections: set[Connection],
+    stages: DrainStages | None,
+) -> None:
+    """At the shutdown deadline, end what still runs: the handler's own work
+    first (`DrainStages.deadline_passed`), then every answer in progress, each
+    writer `overdue` so that the answer can still say why (in a shielded
+    scope), then everything else."""
+    await trio.sleep_until(deadline)
+    if stages is not None:
+        with trio.move_on_after(_DEADLINE_HOOK_S):
+            await stages.deadline_passed()
+    for conn in list(open_connections):
+        writer = conn.answering
+        if writer is not None:
+            writer.overdue = True
+            conn.timer.cancel()
+    connections.cancel_scope.cancel()
 
 
 async def _send_streaming(
@@ -621,6 +679,9 @@ def run(
 ) -> None:
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
+    The first SIGINT or SIGTERM starts a graceful shutdown
+    (`HTTPServer.shutdown`); a second one, while it lasts, stops at once:
+    every request is cancelled and every connection closed, unanswered.
     `around`, if given, is entered before serving and exited after (an
     application's lifespan); `started` is called once the server listens
     (by default it logs the address). A server that cannot start (its
@@ -644,10 +705,20 @@ def run(
         if tweaks.lean_instruments:
             lean_instruments()
         lifespan = around if around is not None else contextlib.nullcontext()
-        async with lifespan, trio.open_nursery() as nursery:
-            server = HTTPServer(handler, settings, tls=tls)
+        # The wait for signals, which ends when the server has stopped.
+        waiting = trio.CancelScope()
+
+        server = HTTPServer(handler, settings, tls=tls)
+
+        async def serving(task_status: trio.TaskStatus[HTTPServer]) -> None:
             try:
-                await nursery.start(server._run)
+                await server._run(task_status)
+            finally:
+                waiting.cancel()
+
+        async with lifespan, trio.open_nursery() as nursery:
+            try:
+                await nursery.start(serving)
             except StartupError as exc:
                 failures.append(exc)
                 return
@@ -655,11 +726,15 @@ def run(
             if pacing is not None:
                 collections = await nursery.start(collect_fully, pacing)
             (started or _log_listening)(server)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
                 async for signum in signals:
-                    logger.info("got signal %d: draining", signum)
-                    server.shutdown()
-                    break
+                    if not server.statistics().draining:
+                        logger.info("got signal %d: draining (a second one stops at once)", signum)
+                        server.shutdown()
+                    else:
+                        logger.warning("got signal %d again: stopping at once", signum)
+                        nursery.cancel_scope.cancel()
+                        break
             if collections is not None:
                 collections.cancel()
 
