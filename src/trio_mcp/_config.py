@@ -327,6 +327,11 @@ class MCPConfig:
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.
+        traces: a server span for each MCP request through the OpenTelemetry
+            API (the ``otel`` extra), after the semantic conventions for MCP,
+            its parent the trace context in the request's ``params._meta``;
+            the spans go to the tracer provider the process set up. Off,
+            nothing of it is built.
         health_path: answers 200 while the process serves (liveness); None
             turns it off. GET and HEAD only; answered before authentication
             and before the Origin and Host checks (a load balancer's probe
@@ -368,6 +373,7 @@ class MCPConfig:
     max_requests_per_session: int = 128
     max_client_requests_per_session: int = 64
     max_listen_subscriptions: int = 1000
+    traces: bool = False
     health_path: str | None = "/healthz"
     ready_path: str | None = "/readyz"
 

@@ -11,6 +11,7 @@ from trio_mcp._mcp._dispatch cimport Dispatcher
 @cython.final
 cdef class RequestRunner:
     cdef public object app, config, requests, sealer, principal_key, lifespan_state, stopping
+    cdef public object tracing
     cdef public Dispatcher dispatch
     cpdef _context(
         self, RPCRequest message, stream, scope, headers, principal, Envelope envelope, mrtr,

@@ -17,7 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -46,6 +46,9 @@ from .._stores._requests import TOO_MANY
 from .._stores._stores import Stores
 from ._dispatch import Dispatcher
 from ._streams import RequestStream, Waiter
+
+if TYPE_CHECKING:
+    from ._tracing import Tracing
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -81,6 +84,7 @@ class RequestRunner:
         "principal_key",
         "lifespan_state",
         "stopping",
+        "tracing",
     )
 
     def __init__(
@@ -90,6 +94,7 @@ class RequestRunner:
         stores: Stores,
         sealer: StateSealer,
         principal_key: Callable[[object], str] = default_principal_key,
+        transport: str = "tcp",
     ) -> None:
         self.app = app
         self.config = config
@@ -105,6 +110,13 @@ class RequestRunner:
         #: The server's shutdown deadline has passed: requests ended now are
         #: ended for that (`overdue_answer`).
         self.stopping = False
+        #: Makes a span of each request (``config.traces``; `transport`, tcp
+        #: or pipe, is the span's network.transport), or None.
+        self.tracing: Tracing | None = None
+        if config.traces:
+            from ._tracing import Tracing
+
+            self.tracing = Tracing(app, transport)
 
     async def run(
         self,
@@ -147,7 +159,11 @@ class RequestRunner:
             ctx = self._context(
                 message, stream, scope, headers, principal, envelope, mrtr, input_responses, state
             )
-            result = await handler(params, ctx, session, stream.version)
+            if self.tracing is None:
+                result = await handler(params, ctx, session, stream.version)
+            else:
+                answer = handler(params, ctx, session, stream.version)
+                result = await self.tracing.traced(answer, message, session, stream.version)
             return {"jsonrpc": "2.0", "id": request_id, "result": result}
         except InputRequired as exc:
             if not mrtr:

@@ -154,7 +154,7 @@ class StdioTransport:
         sealer = StateSealer(
             [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
         )
-        self.runner = RequestRunner(app, config, stores, sealer)
+        self.runner = RequestRunner(app, config, stores, sealer, transport="pipe")
         self.handshake = Handshake(app, config, stores.sessions)
         # (for its envelope rules, listen params and result decoration; its
         # broadcaster never runs: stdio delivers notifications in `_on_app_event`)
