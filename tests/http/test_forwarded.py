@@ -4,13 +4,15 @@ read from the right, ignored whole when malformed."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trio_mcp import Request, Response, ServerConfig, serve
-from trio_mcp._http._forwarded import Trust, forwarded_client, parse_forwarded
+from trio_mcp._http._forwarded import ORIGINS_NAMED, Trust, forwarded_client, parse_forwarded
 
 TRUST = Trust(["10.0.0.0/8", "::1"])
 PEER = "10.0.0.1"
@@ -131,3 +133,32 @@ async def test_only_a_trusted_peer_may_say_who_the_client_is(nursery: trio.Nurse
     assert await ask(port, "127.0.0.1", forwarded) == b"203.0.113.7 https mcp.example"
     assert await ask(port, "127.0.0.2", forwarded) == b"127.0.0.2 http 127.0.0.1"
     assert await ask(port, "127.0.0.1", b"") == b"127.0.0.1 http 127.0.0.1"
+
+
+def test_each_public_origin_is_logged_once_and_few_are(caplog) -> None:
+    caplog.set_level(logging.INFO, "trio_mcp.server")
+    trust = Trust(["10.0.0.0/8"])
+    for _ in range(3):
+        trust.note_origin("https", b"mcp.example")
+    trust.note_origin("http", b"mcp.example")
+    for n in range(ORIGINS_NAMED * 3):  # (hosts a client may invent through the proxy)
+        trust.note_origin("https", f"h{n}.example".encode())
+    lines = [record.getMessage() for record in caplog.records]
+    assert lines[:2] == [
+        "clients reach this server through a trusted proxy at https://mcp.example",
+        "clients reach this server through a trusted proxy at http://mcp.example",
+    ]
+    assert len(lines) == ORIGINS_NAMED + 1
+    assert lines[-1] == "more public origins through the proxies: no more are named"
+    assert len(trust.origins) == ORIGINS_NAMED + 1
+
+
+async def test_a_proxied_request_names_its_public_origin(nursery: trio.Nursery, caplog) -> None:
+    caplog.set_level(logging.INFO, "trio_mcp.server")
+    config = ServerConfig(port=0, forwarded_allow_ips=("127.0.0.1",))
+    server = await nursery.start(serve, who, config)
+    forwarded = b"X-Forwarded-For: 203.0.113.7\r\nX-Forwarded-Proto: https\r\n"
+    await ask(server.ports[0], "127.0.0.1", forwarded + b"X-Forwarded-Host: mcp.example\r\n")
+    await ask(server.ports[0], "127.0.0.2", forwarded + b"X-Forwarded-Host: other.example\r\n")
+    named = [r.getMessage() for r in caplog.records if "trusted proxy at" in r.getMessage()]
+    assert named == ["clients reach this server through a trusted proxy at https://mcp.example"]

@@ -446,6 +446,7 @@ class HTTP11Connection:
             client, scheme, host = forwarded_client(self.client, headers, proxy)
             if host is not None:
                 singles[b"host"] = host  # (the public host: the Host rules check it)
+            proxy.note_origin(scheme or self.scheme, dict.get(singles, b"host"))
         else:  # (NO_PROXY: the peer is the client)
             client = self.client
         return Request(

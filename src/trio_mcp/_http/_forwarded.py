@@ -14,6 +14,7 @@ a client the proxies never saw.
 from __future__ import annotations
 
 import ipaddress
+import logging
 from collections.abc import Iterable
 from typing import Final
 
@@ -26,10 +27,17 @@ Forwarded = tuple[str, str | None, bytes | None]
 _SCHEMES: Final = frozenset({"http", "https"})
 
 
-class Trust:
-    """The proxies whose forwarding headers are believed."""
+#: How many public origins a server names in its log (`Trust.note_origin`).
+ORIGINS_NAMED: Final = 16
 
-    __slots__ = ("networks",)
+logger = logging.getLogger("trio_mcp.server")
+
+
+class Trust:
+    """The proxies whose forwarding headers are believed, and the public
+    origins (scheme and host) they said the server's clients used."""
+
+    __slots__ = ("networks", "origins")
 
     def __init__(self, spec: Iterable[str]) -> None:
         networks: list[Network] = []
@@ -42,6 +50,23 @@ class Trust:
             except ValueError:
                 raise ValueError(f"not an IP address or network: {item!r}") from None
         self.networks = tuple(networks)
+        #: The public origins logged so far (at most `ORIGINS_NAMED`).
+        self.origins: set[tuple[str, bytes | None]] = set()
+
+    def note_origin(self, scheme: str, host: bytes | None) -> None:
+        """Log the first request that reached the server through a proxy as
+        ``scheme://host``: what clients use to reach it is known only from
+        what the proxies forward, never from the address it binds."""
+        origin = (scheme, host)
+        origins = self.origins
+        if origin in origins or len(origins) > ORIGINS_NAMED:
+            return
+        origins.add(origin)
+        if len(origins) > ORIGINS_NAMED:
+            logger.info("more public origins through the proxies: no more are named")
+            return
+        public = f"{scheme}://{host.decode('latin-1')}" if host else f"{scheme}:// (no Host)"
+        logger.info("clients reach this server through a trusted proxy at %s", public)
 
     def __bool__(self) -> bool:
         return bool(self.networks)
