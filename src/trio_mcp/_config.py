@@ -250,6 +250,20 @@ class MCPConfig:
         client_request_timeout_s: how long a handler waits for the client to
             answer a request it sent (elicitation, sampling, roots) unless the
             call gives its own timeout.
+        metrics_path: where GET answers Prometheus metrics (``/metrics``,
+            say); None (the default) keeps no metrics at all. Needs the
+            ``metrics`` extra (prometheus_client). Not authenticated, like a
+            health check: keep it off public networks.
+        access_log: write one line per JSON-RPC request (time, client,
+            principal, protocol version, method, tool/prompt/resource, HTTP
+            status, JSON-RPC code, duration, a short hash of the session id).
+        access_log_format: ``"text"`` (one space-separated line) or ``"json"``
+            (one JSON object a line).
+        access_log_sample: the fraction of requests logged (0 < x <= 1).
+        access_log_path: the file lines are appended to; None is stderr.
+        access_log_buffer_lines: the lines that may wait for the log's writer
+            thread; beyond, lines are dropped and counted (a slow disk or a
+            full pipe never slows requests down).
     """
 
     http: ServerConfig = ServerConfig()
@@ -283,6 +297,12 @@ class MCPConfig:
     max_requests_per_session: int = 128
     max_client_requests_per_session: int = 64
     max_listen_subscriptions: int = 1000
+    metrics_path: str | None = None
+    access_log: bool = False
+    access_log_format: str = "text"
+    access_log_sample: float = 1.0
+    access_log_path: str | None = None
+    access_log_buffer_lines: int = 10_000
 
     @property
     def sessions_per_client(self) -> int:
@@ -332,3 +352,16 @@ class MCPConfig:
             raise ValueError("max_sessions_per_client must be at least 1 (or None)")
         if not self.session_idle_timeout_s > 0:
             raise ValueError("session_idle_timeout_s must be positive")
+        if self.metrics_path is not None and (
+            not self.metrics_path.startswith("/")
+            or self.metrics_path in (self.path, self.path + "/")
+        ):
+            raise ValueError(
+                f"metrics_path must start with / and differ from path, not {self.metrics_path!r}"
+            )
+        if self.access_log_format not in ("text", "json"):
+            raise ValueError('access_log_format must be "text" or "json"')
+        if not 0 < self.access_log_sample <= 1:
+            raise ValueError("access_log_sample must be above 0 and at most 1")
+        if self.access_log_buffer_lines < 1:
+            raise ValueError("access_log_buffer_lines must be at least 1")

@@ -252,6 +252,7 @@ class HTTP11Connection:
         "draining",
         "client",
         "proxy",
+        "status",
     )
 
     def __init__(self, config: ServerConfig) -> None:
@@ -285,6 +286,8 @@ class HTTP11Connection:
         #: Set by the server when the peer is a trusted proxy: each request's
         #: client, scheme and host are then the ones its headers forward.
         self.proxy: Trust | None = None
+        #: The status of the last response whose head was made (for metrics).
+        self.status = 0
 
     # ---- bytes in -------------------------------------------------------
 
@@ -455,6 +458,7 @@ class HTTP11Connection:
     def _head_bytes(
         self, status: int, headers: Iterable[tuple[bytes, bytes]], date: bytes, framing: bytes
     ) -> list[bytes]:
+        self.status = status
         parts = [status_line(status), b"date: ", date, _CRLF]
         for name, value in headers:
             parts += (name, b": ", value, _CRLF)
@@ -473,7 +477,7 @@ class HTTP11Connection:
         if self.phase is not RESPONDING:
             raise LocalProtocolError("no request is waiting for a response")
         close = self._decide_close(streaming=False)
-        status = response.status
+        self.status = status = response.status
         body = response.body
         parts = [dict.get(_STATUS_LINES, status) or status_line(status), b"date: ", date]
         for name, value in response.headers:

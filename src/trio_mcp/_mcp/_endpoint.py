@@ -28,9 +28,10 @@ from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
+from .._observe import Observer, observer_for
 from .._protocol._admission import ALLOW, Admission, cors_headers, preflight_headers
 from .._protocol._answers import JSON_HEADERS, refuse, rejection_response
-from .._protocol._envelope import MODERN_VERSIONS, is_modern
+from .._protocol._envelope import ALL_VERSIONS, MODERN_VERSIONS, is_modern
 from .._protocol._jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
@@ -110,6 +111,9 @@ class MCPEndpoint:
         "http_sse",
         "_paths",
         "_sse_paths",
+        "observer",
+        "_metrics_path",
+        "_exposition",
     )
 
     def __init__(
@@ -155,6 +159,28 @@ class MCPEndpoint:
             if config.legacy_sse and config.eras != "modern"
             else frozenset()
         )
+        #: Metrics and the access log: None when both are off (the request
+        #: path then tests this once where a request ends). The HTTP server
+        #: finds it here (`HTTPObserver`).
+        self.observer: Observer | None = observer_for(
+            config,
+            {*self.runner.dispatch.methods, "initialize", "subscriptions/listen"},
+            app.tools,
+            app.prompts,
+            ALL_VERSIONS,
+            principal_key,
+        )
+        self._metrics_path = config.metrics_path
+        self._exposition: Any = None
+        observer = self.observer
+        if observer is not None:
+            observer.gauges = self.statistics
+            for part in (self.streamable, self.modern, self.http_sse, self.handshake, self.sweeper):
+                part.observer = observer
+            if config.metrics_path is not None:
+                from .._observe._exposition import Exposition
+
+                self._exposition = Exposition(observer)
 
     def statistics(self) -> MCPStatistics:
         """A snapshot of what the endpoint holds in this process."""
@@ -179,6 +205,8 @@ class MCPEndpoint:
         path = request.path
         on_endpoint = path in self._paths
         if not on_endpoint and path not in self._sse_paths:
+            if path == self._metrics_path:
+                return self._metrics(request)
             return Response(404, [_NOT_FOUND], b"not found\n")
         try:
             self.admission.check_origin(request)
@@ -196,6 +224,14 @@ class MCPEndpoint:
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    def _metrics(self, request: Request) -> Response:
+        """The metrics in the Prometheus text format (GET only; like a health
+        check, no Host, Origin or authentication check)."""
+        if request.method != "GET":
+            return Response(405, [(b"allow", b"GET")])
+        exposition = self._exposition
+        return Response(200, [(b"content-type", exposition.content_type)], exposition.render())
 
     def _route_endpoint(self, request: Request, cors: Headers) -> Response | DeferredResponse:
         """The endpoint's methods (a Response's CORS headers are added by `route`)."""
@@ -321,6 +357,10 @@ class MCPEndpoint:
             await nursery.start(self.broadcaster.run)
             self.app.listeners.append(self.broadcaster.on_app_event)
             nursery.start_soon(self.sweeper.run)
+            observer = self.observer
+            if observer is not None:
+                observer.open()
+                stack.push_async_callback(trio.to_thread.run_sync, observer.close)
             try:
                 yield self
             finally:

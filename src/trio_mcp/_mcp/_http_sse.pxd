@@ -9,4 +9,5 @@ from trio_mcp._mcp._runner cimport RequestRunner
 @cython.final
 cdef class HTTPSSETransport:
     cdef public object config, sessions, bus, sweeper, handshake, nursery, _answering
+    cdef public object observer
     cdef public RequestRunner runner

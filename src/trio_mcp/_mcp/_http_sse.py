@@ -11,7 +11,8 @@ it ends, the session ends with everything it holds.
 from __future__ import annotations
 
 from functools import partial
-from typing import Final
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -39,6 +40,9 @@ from ._handshake import Handshake
 from ._runner import RequestRunner
 from ._streams import SSE_HEADERS, Outbox, SSEStream
 
+if TYPE_CHECKING:
+    from .._observe import Observer
+
 #: The revision of the sessions this transport opens (until their initialize).
 HTTP_SSE_VERSION: Final = "2024-11-05"
 
@@ -55,6 +59,7 @@ class HTTPSSETransport:
         "handshake",
         "nursery",
         "_answering",
+        "observer",
     )
 
     def __init__(
@@ -75,6 +80,8 @@ class HTTPSSETransport:
         self.nursery: trio.Nursery | None = None
         #: session id -> its requests running or waiting for the stream here
         self._answering: dict[str, int] = {}
+        #: Metrics and the access log (None: both off).
+        self.observer: Observer | None = None
 
     def check_open(self, request: Request) -> None:
         """GET /sse's refusals before authentication: its Accept (406), and an
@@ -110,6 +117,8 @@ class HTTPSSETransport:
         except SessionsFull as full:
             await writer.respond(rejection_response(sessions_full(full), cors))
             return
+        if self.observer is not None:
+            self.observer.session_started(session.id)
         outbox = Outbox(self.config.stream_queue_bytes)
         try:
             await self.bus.attach(session.id, outbox)  # (a new session has no stream)
@@ -193,8 +202,9 @@ class HTTPSSETransport:
     ) -> None:
         """Run one request and send its answer on the session's stream (none when
         the client cancelled it)."""
+        started = perf_counter()
+        answer: dict[str, Any] | None = None
         try:
-            answer = None
             timeout = self.config.request_timeout_s
             with trio.CancelScope(deadline=trio.current_time() + timeout) as scope:
                 stream = SSEStream(session, outbox, scope)
@@ -209,6 +219,19 @@ class HTTPSSETransport:
             if answer is not None:
                 await stream.emit(answer_bytes(answer))
         finally:
+            if self.observer is not None:
+                self.observer.answered(
+                    request.client,
+                    message.method,
+                    message.params,
+                    answer,
+                    # (the POST's status: the answer went on the stream)
+                    202 if answer is not None else 499,
+                    session.protocol_version,
+                    principal,
+                    session.id,
+                    started,
+                )
             left = self._answering[session.id] - 1
             if left:
                 self._answering[session.id] = left

@@ -13,7 +13,7 @@ from trio_mcp._mcp._runner cimport RequestRunner
 
 @cython.final
 cdef class SessionsTransport:
-    cdef public object config, sessions, events, bus
+    cdef public object config, sessions, events, bus, observer
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster
     cdef public Sweeper sweeper

@@ -15,7 +15,8 @@ decided before the first byte is written.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Final
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -23,7 +24,7 @@ from .._config import MCPConfig
 from .._errors import EventsLost, MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
-from .._json import dumps
+from .._json import dumps, loads
 from .._protocol._answers import (
     FORBIDDEN,
     JSON_HEADERS,
@@ -52,6 +53,9 @@ from ._handshake import Handshake
 from ._runner import Refused, RequestRunner
 from ._streams import MESSAGE, SSE_HEADERS, Outbox, PostStream
 
+if TYPE_CHECKING:
+    from .._observe import Observer
+
 #: A session's protocol version as the MCP-Protocol-Version header value: its
 #: requests' headers are compared without decoding them.
 _HEADER_VALUES: Final = {version: version.encode("latin-1") for version in LEGACY_VERSIONS}
@@ -69,6 +73,7 @@ class SessionsTransport:
         "broadcaster",
         "sweeper",
         "handshake",
+        "observer",
     )
 
     def __init__(
@@ -88,6 +93,8 @@ class SessionsTransport:
         self.broadcaster = broadcaster
         self.sweeper = sweeper
         self.handshake = handshake
+        #: Metrics and the access log (None: both off).
+        self.observer: Observer | None = None
 
     def check_session(
         self, session: Session | None, request: Request, principal: object
@@ -154,11 +161,15 @@ class SessionsTransport:
             owner = session_owner(principal, request.client, self.runner.principal_key)
             if self.runner.app.authorize is None:
                 try:
-                    return self.handshake.initialize_nowait(initialize, principal, batch, owner)
+                    response = self.handshake.initialize_nowait(initialize, principal, batch, owner)
                 except trio.WouldBlock:
                     pass
+                else:
+                    if self.observer is not None:
+                        _initialized(self.observer, request, initialize, response, principal)
+                    return response
             return DeferredResponse(
-                partial(self._initialize, initialize, principal, batch, owner, cors)
+                partial(self._initialize, request, initialize, principal, batch, owner, cors)
             )
         return self._deferred(request, None, version, messages, batch, principal, cors)
 
@@ -262,6 +273,9 @@ class SessionsTransport:
         writer: ResponseWriter,
     ) -> None:
         """Answer the requests of one POST."""
+        observer = self.observer
+        started = perf_counter() if observer is not None else 0.0
+        status = 200
         writer.time_limit_s = self.config.request_timeout_s
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
@@ -283,6 +297,7 @@ class SessionsTransport:
                 return
             answer = answers if batch else answers[0]
             if not batch and type(answer) is Refused and not writer.started:
+                status = 429
                 await writer.respond(rejection_response(answer.rejection, cors))
                 return
             try:  # (answer_bytes inline: a call per answer costs more than the try)
@@ -300,6 +315,18 @@ class SessionsTransport:
                     await writer.send_rest(rest)
         finally:
             stream.finish()
+            if observer is not None:
+                _observe(
+                    observer,
+                    request,
+                    session,
+                    version,
+                    messages,
+                    answers,
+                    status,
+                    principal,
+                    started,
+                )
 
     async def _authorized(
         self,
@@ -328,6 +355,7 @@ class SessionsTransport:
 
     async def _initialize(
         self,
+        request: Request,
         message: RPCRequest,
         principal: object,
         batch: bool,
@@ -344,6 +372,8 @@ class SessionsTransport:
             response = self.handshake.initialize_nowait(message, principal, batch, owner)
         except trio.WouldBlock:
             response = await self.handshake.initialize(message, principal, owner)
+        if self.observer is not None:
+            _initialized(self.observer, request, message, response, principal)
         if cors:
             response.headers = response.headers + cors
         await writer.respond(response)
@@ -483,3 +513,67 @@ async def _answer_late(
         elif type(message) is Invalid:
             answers.append(error_message(message.id, message.error))
     await stream.answer_late(answer_bytes(answers if batch else answers[0]), 200)
+
+
+def _observe(
+    observer: Observer,
+    request: Request,
+    session: Session | None,
+    version: str,
+    messages: list[Message | Invalid],
+    answers: list[dict[str, Any]],
+    status: int,
+    principal: object,
+    started: float,
+) -> None:
+    """Report a POST's requests to the observer, each with its answer (None
+    for one the POST did not finish: its client went, or it ran too long,
+    which the access log shows as status 499)."""
+    client = request.client
+    session_id = session.id if session is not None else None
+    answered = 0
+    for message in messages:
+        if type(message) is Invalid:
+            answered += 1
+        elif type(message) is RPCRequest:
+            answer = answers[answered] if answered < len(answers) else None
+            answered += 1
+            observer.answered(
+                client,
+                message.method,
+                message.params,
+                answer,
+                status if answer is not None else 499,
+                version,
+                principal,
+                session_id,
+                started,
+            )
+
+
+def _initialized(
+    observer: Observer, request: Request, message: RPCRequest, response: Response, principal: object
+) -> None:
+    """Report an initialize answered by the handshake (a rare request: its
+    answer's error, if any, is read back from its body)."""
+    answer = loads(response.body) if response.body else None
+    if not isinstance(answer, dict):
+        answer = None
+    raw = dict(response.headers).get(b"mcp-session-id")
+    observer.answered(
+        request.client,
+        message.method,
+        message.params,
+        answer,
+        response.status,
+        HEADERLESS_VERSION if answer is None else _negotiated(answer),
+        principal,
+        raw.decode("latin-1") if raw is not None else None,
+        perf_counter(),
+    )
+
+
+def _negotiated(answer: dict[str, Any]) -> str:
+    result = answer.get("result")
+    version = result.get("protocolVersion") if isinstance(result, dict) else None
+    return version if isinstance(version, str) else HEADERLESS_VERSION

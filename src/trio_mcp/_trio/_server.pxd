@@ -10,4 +10,4 @@ cdef class HTTPServer:
     cdef public object handler, _route, _call, config, sockets, _connections
     cdef public object _connections_total, _requests_total, _shutdown, timeout_tick_s
     cdef public DateCache _dates
-    cdef public object _batch, quota, _refused, _limits, _interruptible
+    cdef public object _batch, quota, _refused, _limits, _interruptible, observer

@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from math import inf
+from time import perf_counter
 from typing import Any, Final, final
 
 import trio
@@ -45,6 +46,7 @@ from .._http._handler import (
     DeferredResponse,
     Handler,
     HandlerFunction,
+    HTTPObserver,
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
@@ -109,6 +111,7 @@ class HTTPServer:
         "_limits",
         "_interruptible",
         "timeout_tick_s",
+        "observer",
     )
 
     def __init__(self, handler: Handler | HandlerFunction, config: ServerConfig) -> None:
@@ -142,6 +145,11 @@ class HTTPServer:
         #: How often time limits are checked: they fire up to twice this late
         #: (a phase is timed from the first check that sees it).
         self.timeout_tick_s = self._limits.tick_s
+        #: Where requests answered and refusals are reported (metrics): the
+        #: handler's ``observer``, None (nothing reported) when it has none.
+        self.observer: HTTPObserver | None = getattr(handler, "observer", None)
+        if self.observer is not None:
+            self.observer.serving(self)
 
     @property
     def ports(self) -> list[int]:
@@ -158,6 +166,11 @@ class HTTPServer:
             connections_refused=self._refused,
             heads_waiting=self._limits.heads_waiting,
         )
+
+    def active_requests(self) -> int:
+        """Requests whose deferred answers are being produced now (event
+        streams included); counted when asked, so requests pay nothing."""
+        return sum(1 for conn in self._connections if conn.answering is not None)
 
     def shutdown(self) -> None:
         """Start a graceful shutdown: stop accepting, let in-flight requests finish.
@@ -248,6 +261,8 @@ class HTTPServer:
             if group is None:
                 self._refused += 1
                 refuse(sock, quota.refusal(host, trio.current_time()))
+                if self.observer is not None:
+                    self.observer.refused(503)
             else:
                 spawn(connections, "a connection", self._serve_socket, sock, group, host)
             accepted += 1
@@ -324,6 +339,8 @@ class HTTPServer:
         limit_phase = conn.limit_phase
         finish_deferred = self._finish_deferred
         idle_timeout = config.idle_timeout_s
+        observer = self.observer
+        started = 0.0
         limited_phase: Phase | None = None
         holding = 0  # the bytes of the bodies' budget this request's body holds
         while True:
@@ -332,6 +349,8 @@ class HTTPServer:
             except RemoteProtocolError as exc:
                 limit_phase(write_timeout)
                 await _send_quietly(stream, http.error_response(exc, dates.get()))
+                if observer is not None:
+                    observer.refused(exc.status)
                 return False
             if event is NEED_DATA:
                 phase = http.phase
@@ -353,6 +372,8 @@ class HTTPServer:
                             holding = 0
                             refusal = self.quota.bodies_refusal(trio.current_time())
                             await _send_quietly(stream, refusal)
+                            if observer is not None:
+                                observer.refused(503)
                             return False
                         conn.holding = holding  # (for the connection's end)
                 conn.waiting_idle = phase is IDLE
@@ -377,6 +398,9 @@ class HTTPServer:
             self._requests_total += 1
             limited_phase = None
             conn.limit = inf
+            if observer is not None:
+                started = perf_counter()
+                method = event.method
             try:
                 if route is not None:
                     response = route(event)
@@ -425,6 +449,8 @@ class HTTPServer:
                 conn.limit_phase(write_timeout)
                 if not await _send_streaming(stream, conn, response, write_timeout, dates):
                     return True
+            if observer is not None:
+                observer.http_answered(method, http.status, started)
             if http.must_close:
                 return False
 

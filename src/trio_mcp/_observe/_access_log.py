@@ -1,0 +1,239 @@
+"""The access log: one line per JSON-RPC request, written off the event loop.
+
+The request path appends a tuple of raw fields to a bounded deque (or counts
+it dropped when the deque is full) and does nothing else: no LogRecord, no
+formatting, no I/O. A writer thread wakes every `FLUSH_INTERVAL_S`, formats
+what waits and writes it in one batch, so a slow disk or a pipe nobody reads
+costs requests nothing but the lines dropped (`AccessLog.dropped`, a metric).
+Times are taken from ``time.perf_counter`` on the request path and turned
+into wall-clock time by the writer, against a reading of both clocks it
+takes per batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from random import random
+from typing import Final
+
+from .._json import dumps
+
+#: How often the writer thread wakes to write what waits.
+FLUSH_INTERVAL_S: Final = 0.05
+#: Names, methods and principals longer than this are cut (the client chose them).
+MAX_FIELD_CHARS: Final = 200
+#: How long closing the log waits for the writer's last batch.
+CLOSE_WAIT_S: Final = 2.0
+
+#: One request's fields, as the request path leaves them: perf_counter time,
+#: client address, principal, protocol version, method, tool/prompt name or
+#: resource URI, HTTP status, JSON-RPC error code, duration in seconds,
+#: session id.
+Record = tuple[float, str, object, str, str, object, int, object, float, "str | None"]
+#: The text form of a principal that is not a str or an int (the endpoint's
+#: principal_key); raises TypeError for one it has no key for.
+PrincipalText = Callable[[object], str]
+
+
+class AccessLog:
+    """The bounded buffer and its writer thread (see the module docstring)."""
+
+    __slots__ = (
+        "lines",
+        "limit",
+        "dropped",
+        "sample",
+        "json",
+        "path",
+        "principal_text",
+        "_stop",
+        "_thread",
+    )
+
+    def __init__(
+        self,
+        limit: int,
+        sample: float = 1.0,
+        json: bool = False,
+        path: str | None = None,
+        principal_text: PrincipalText = str,
+    ) -> None:
+        self.lines: deque[Record] = deque()
+        self.limit = limit
+        #: Lines dropped because the buffer was full (or not sampled: no).
+        self.dropped = 0
+        self.sample = sample
+        self.json = json
+        #: Appended to; None is stderr.
+        self.path = path
+        self.principal_text = principal_text
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, record: Record) -> None:
+        """Keep `record` for the writer, unless sampled out or the buffer is full."""
+        if self.sample < 1.0 and random() >= self.sample:
+            return
+        lines = self.lines
+        if len(lines) < self.limit:
+            lines.append(record)
+        else:
+            self.dropped += 1
+
+    # ---- the writer thread ---------------------------------------------------
+
+    def open(self) -> None:
+        """Start the writer thread (the file is opened in it: a FIFO's open waits)."""
+        if self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(
+            target=self._write_loop, name="trio-mcp access log", daemon=True
+        )
+        self._thread.start()
+
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> None:
+        """Write what waits and stop the thread (blocking, up to `wait_s`)."""
+        thread = self._thread
+        if thread is None:
+            return
+        self._stop.set()
+        thread.join(wait_s)  # a writer stuck on a full pipe is left behind (a daemon)
+        self._thread = None
+
+    def _write_loop(self) -> None:
+        try:
+            if self.path is None:
+                fd, own = _stderr_fd(), False
+            else:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                own = True
+        except OSError as exc:
+            print(f"trio-mcp: cannot open the access log: {exc}", file=sys.stderr)
+            return
+        try:
+            stop = self._stop
+            while True:
+                stopping = stop.wait(FLUSH_INTERVAL_S)
+                self._flush(fd)
+                if stopping:
+                    return
+        finally:
+            if own:
+                os.close(fd)
+
+    def _flush(self, fd: int) -> None:
+        lines = self.lines
+        if not lines:
+            return
+        wall, perf = time.time(), time.perf_counter()
+        form = self.format_json if self.json else self.format_text
+        batch = []
+        for _ in range(len(lines)):  # (what waits now: a flood is not chased for ever)
+            batch.append(form(lines.popleft(), wall - perf))
+        data = b"".join(batch)
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError:
+            pass  # (a closed pipe or a full disk: lines are lost, requests go on)
+
+    # ---- formats ---------------------------------------------------------------
+
+    def fields(
+        self, record: Record, offset: float
+    ) -> tuple[str, str, str, str, str, str | None, int, object, float, str | None]:
+        """`record`'s fields as the lines show them: wall-clock time (ISO 8601,
+        UTC, milliseconds), the principal and target as text, the session id
+        as its hash."""
+        t, client, principal, version, method, target, status, code, seconds, session = record
+        wall = t + offset
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall))
+        stamp += f".{int(wall * 1000) % 1000:03d}Z"
+        return (
+            stamp,
+            client or "-",
+            self._principal(principal),
+            version,
+            method[:MAX_FIELD_CHARS],
+            target[:MAX_FIELD_CHARS] if isinstance(target, str) else None,
+            status,
+            code if type(code) is int else None,
+            seconds,
+            session_hash(session) if session is not None else None,
+        )
+
+    def _principal(self, principal: object) -> str:
+        if principal is None:
+            return "-"
+        if type(principal) is str:
+            return principal[:MAX_FIELD_CHARS]
+        if type(principal) is int:
+            return str(principal)
+        try:
+            return self.principal_text(principal)[:MAX_FIELD_CHARS]
+        except Exception:  # (a principal with no text form: logged, not fatal)
+            return "?"
+
+    def format_json(self, record: Record, offset: float) -> bytes:
+        stamp, client, principal, version, method, target, status, code, seconds, sid = self.fields(
+            record, offset
+        )
+        line = {
+            "time": stamp,
+            "client": client,
+            "principal": principal,
+            "era": version,
+            "method": method,
+            "name": target,
+            "status": status,
+            "code": code,
+            "duration_s": round(seconds, 6),
+            "session": sid,
+        }
+        return dumps(line) + b"\n"
+
+    def format_text(self, record: Record, offset: float) -> bytes:
+        stamp, client, principal, version, method, target, status, code, seconds, sid = self.fields(
+            record, offset
+        )
+        parts = (
+            stamp,
+            _word(client),
+            _word(principal),
+            _word(version),
+            _word(method),
+            _word(target) if target is not None else "-",
+            str(status),
+            str(code) if code is not None else "-",
+            f"{seconds:.6f}",
+            sid or "-",
+        )
+        return (" ".join(parts) + "\n").encode("utf-8", "replace")
+
+
+def session_hash(session_id: str) -> str:
+    """A short, stable hash of a session id: lines of one session can be told
+    together, and the id, which routes requests, is never written."""
+    return hashlib.blake2b(session_id.encode("utf-8", "replace"), digest_size=6).hexdigest()
+
+
+def _word(value: str) -> str:
+    """`value` as one field of a text line: as it is when it is plain visible
+    ASCII, else JSON-quoted (spaces, quotes, control or non-ASCII characters)."""
+    if value and value.isascii() and value.isprintable() and " " not in value and '"' not in value:
+        return value
+    return dumps(value).decode()
+
+
+def _stderr_fd() -> int:
+    try:
+        return sys.__stderr__.fileno() if sys.__stderr__ is not None else 2
+    except (AttributeError, OSError, ValueError):
+        return 2

@@ -1,0 +1,131 @@
+"""The counters behind the metrics: plain ints and per-bucket counts.
+
+The request path only adds to these (a tuple key, a dict lookup, a bisect
+over a fixed tuple of bounds); turning them into Prometheus families happens
+at scrape time in `_exposition`. Every label value comes from a bounded set
+the server registered (methods, tools, prompts, protocol versions, HTTP
+methods); anything else is ``other``, so no client can mint series.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Collection, Mapping
+from typing import Final
+
+#: The OpenTelemetry MCP conventions' buckets for operation and session durations.
+MCP_BUCKETS_S: Final = (
+    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+)  # fmt: skip
+#: The OpenTelemetry HTTP conventions' buckets for request durations.
+HTTP_BUCKETS_S: Final = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+)  # fmt: skip
+#: The refusals counted by status (the quotas', the session checks', auth's).
+REFUSAL_STATUSES: Final = frozenset({401, 403, 404, 409, 413, 429, 503})
+#: The label of a name the server did not register.
+OTHER: Final = "other"
+#: HTTP methods that are labels as they are; any other is ``_OTHER`` (the HTTP conventions').
+_HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
+#: error.type of a tools/call answered with ``isError`` (the MCP conventions').
+TOOL_ERROR: Final = "tool_error"
+
+
+class Histogram:
+    """Counts per bucket (the last one is above every bound) and the sum of
+    the observed values: `values[i]` for bucket i, `values[-1]` the sum."""
+
+    __slots__ = ("bounds", "values")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.values: list[float] = [0] * (len(bounds) + 2)
+
+    def observe(self, value: float) -> None:
+        values = self.values
+        values[bisect_left(self.bounds, value)] += 1
+        values[-1] += value
+
+    def count(self) -> int:
+        return int(sum(self.values[:-1]))
+
+
+class Metrics:
+    """What the observer counts (see the module docstring)."""
+
+    __slots__ = (
+        "methods",
+        "tools",
+        "prompts",
+        "versions",
+        "operations",
+        "requests",
+        "sessions",
+        "refusals",
+        "_error_types",
+    )
+
+    def __init__(
+        self,
+        methods: Collection[str],
+        tools: Mapping[str, object],
+        prompts: Mapping[str, object],
+        versions: Collection[str],
+    ) -> None:
+        #: The registered names label values are taken from (the app's live
+        #: dicts: a tool added while serving is counted under its name).
+        self.methods = frozenset(methods)
+        self.tools = tools
+        self.prompts = prompts
+        self.versions = frozenset(versions)
+        #: (method, tool, prompt, error type, protocol version) -> durations.
+        self.operations: dict[tuple[str, str, str, str, str], Histogram] = {}
+        #: (HTTP method, status) -> durations.
+        self.requests: dict[tuple[str, int], Histogram] = {}
+        self.sessions = Histogram(MCP_BUCKETS_S)
+        #: status -> refusals.
+        self.refusals: dict[int, int] = dict.fromkeys(sorted(REFUSAL_STATUSES), 0)
+        self._error_types: dict[object, str] = {}
+
+    def operation(
+        self, method: str, name: object, code: object, is_error: bool, version: str, seconds: float
+    ) -> None:
+        """One JSON-RPC request answered: `code` is its error code (None when
+        it has a result; `is_error`, a tool's result with ``isError``)."""
+        tool = prompt = ""
+        if method == "tools/call":
+            tool = name if type(name) is str and name in self.tools else OTHER
+        elif method == "prompts/get":
+            prompt = name if type(name) is str and name in self.prompts else OTHER
+        elif method not in self.methods:
+            method = OTHER
+        if code is not None:
+            error = dict.get(self._error_types, code)
+            if error is None:
+                error = str(code) if type(code) is int and len(self._error_types) < 64 else OTHER
+                if error != OTHER:
+                    self._error_types[code] = error
+        else:
+            error = TOOL_ERROR if is_error else ""
+        if version not in self.versions:
+            version = OTHER
+        key = (method, tool, prompt, error, version)
+        histogram = dict.get(self.operations, key)
+        if histogram is None:
+            histogram = self.operations[key] = Histogram(MCP_BUCKETS_S)
+        histogram.observe(seconds)
+
+    def request(self, method: str, status: int, seconds: float) -> None:
+        """One HTTP request answered with `status`."""
+        key = (method if method in _HTTP_METHODS else "_OTHER", status)
+        histogram = dict.get(self.requests, key)
+        if histogram is None:
+            histogram = self.requests[key] = Histogram(HTTP_BUCKETS_S)
+        histogram.observe(seconds)
+        if status in REFUSAL_STATUSES:
+            self.refusals[status] += 1
+
+    def refused(self, status: int) -> None:
+        """A refusal no HTTP request came with (a connection refused at accept)."""
+        if status in REFUSAL_STATUSES:
+            self.refusals[status] += 1
