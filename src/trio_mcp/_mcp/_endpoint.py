@@ -352,15 +352,14 @@ class MCPEndpoint:
             if self.app.lifespan is not None:
                 state = await stack.enter_async_context(self.app.lifespan(self.app))
                 self.runner.lifespan_state = state
+            if self.observer is not None:
+                self.observer.open()
+                stack.push_async_callback(self._close_observer, self.observer)
             nursery = await stack.enter_async_context(trio.open_nursery())
             self.http_sse.nursery = nursery
             await nursery.start(self.broadcaster.run)
             self.app.listeners.append(self.broadcaster.on_app_event)
             nursery.start_soon(self.sweeper.run)
-            observer = self.observer
-            if observer is not None:
-                observer.open()
-                stack.push_async_callback(trio.to_thread.run_sync, observer.close)
             try:
                 yield self
             finally:
@@ -369,6 +368,12 @@ class MCPEndpoint:
                 self.stores.bus.close_all()
                 nursery.cancel_scope.cancel()  # the sweeper and any HTTP+SSE requests
                 self.runner.lifespan_state = None
+
+    async def _close_observer(self, observer: Observer) -> None:
+        """The access log's last lines written, even when the run was cancelled
+        (waits up to ``CLOSE_WAIT_S`` for a writer stuck on a full pipe)."""
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(observer.close)
 
     @property
     def lifespan_state(self) -> Any:
