@@ -120,9 +120,17 @@ async def test_the_modern_era_is_counted_with_its_version(start_mcp) -> None:
 
 
 async def test_refusals_are_counted_by_reason(start_mcp) -> None:
-    port = (
-        await start_mcp(hanging_app(), metrics_path="/metrics", max_requests_per_session=1)
-    ).ports[0]
+    server = await start_mcp(
+        hanging_app(),
+        metrics_path="/metrics",
+        max_requests_per_session=1,
+        http={"max_body_bytes": 4096},
+    )
+    port = server.ports[0]
+    big = await connect(port)
+    await big.send(mcp_post(b"x" * 5000, session="not-a-session", version="2025-11-25"))
+    assert (await big.read_reply()).status == 413
+    await big.stream.aclose()
     client = await connect(port)
     await client.send(mcp_post(call("hang", 1), session="not-a-session", version="2025-11-25"))
     assert (await client.read_reply()).status == 404
@@ -136,6 +144,7 @@ async def test_refusals_are_counted_by_reason(start_mcp) -> None:
     samples = await scrape(port)
     assert value(samples, "mcp_server_refusals_total", reason="404") == 1
     assert value(samples, "mcp_server_refusals_total", reason="429") == 1
+    assert value(samples, "mcp_server_refusals_total", reason="413") == 1
     assert value(samples, "mcp_server_refusals_total", reason="401") == 0
     http = "http_server_request_duration_seconds_count"
     assert value(samples, http, http_request_method="POST", http_response_status_code="404") == 1
@@ -143,6 +152,19 @@ async def test_refusals_are_counted_by_reason(start_mcp) -> None:
     assert value(samples, "mcp_server_requests_running") == 1  # the hanging call
     for each in [hanging, client, mcp.client]:
         await each.stream.aclose()
+
+
+async def test_unauthenticated_requests_count_as_401(start_mcp) -> None:
+    async def nobody(request: object) -> None:
+        return None
+
+    port = (await start_mcp(authenticate=nobody, metrics_path="/metrics")).ports[0]
+    client = await connect(port)
+    await client.send(mcp_post(call("hang", 1), session="s", version="2025-11-25"))
+    assert (await client.read_reply()).status == 401
+    await client.stream.aclose()
+    samples = await scrape(port)  # (the metrics path asks for no credentials)
+    assert value(samples, "mcp_server_refusals_total", reason="401") == 1
 
 
 async def test_gauges_are_read_at_scrape_time(start_mcp) -> None:

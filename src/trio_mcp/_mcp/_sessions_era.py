@@ -93,8 +93,7 @@ class SessionsTransport:
         self.broadcaster = broadcaster
         self.sweeper = sweeper
         self.handshake = handshake
-        #: Metrics and the access log (None: both off).
-        self.observer: Observer | None = None
+        self.observer: Observer | None = None  # (metrics and the access log; None: off)
 
     def check_session(
         self, session: Session | None, request: Request, principal: object
@@ -165,11 +164,9 @@ class SessionsTransport:
                 except trio.WouldBlock:
                     pass
                 else:
-                    if self.observer is not None:
-                        _initialized(self.observer, request, initialize, response, principal)
-                    return response
+                    return _initialized(self.observer, request, initialize, response, principal)
             return DeferredResponse(
-                partial(self._initialize, request, initialize, principal, batch, owner, cors)
+                partial(_initialize, self, request, initialize, principal, batch, owner, cors)
             )
         return self._deferred(request, None, version, messages, batch, principal, cors)
 
@@ -275,7 +272,6 @@ class SessionsTransport:
         """Answer the requests of one POST."""
         observer = self.observer
         started = perf_counter() if observer is not None else 0.0
-        status = 200
         writer.time_limit_s = self.config.request_timeout_s
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
@@ -297,7 +293,6 @@ class SessionsTransport:
                 return
             answer = answers if batch else answers[0]
             if not batch and type(answer) is Refused and not writer.started:
-                status = 429
                 await writer.respond(rejection_response(answer.rejection, cors))
                 return
             try:  # (answer_bytes inline: a call per answer costs more than the try)
@@ -316,17 +311,7 @@ class SessionsTransport:
         finally:
             stream.finish()
             if observer is not None:
-                _observe(
-                    observer,
-                    request,
-                    session,
-                    version,
-                    messages,
-                    answers,
-                    status,
-                    principal,
-                    started,
-                )
+                _observe(observer, request, stream, messages, batch, answers, principal, started)
 
     async def _authorized(
         self,
@@ -352,31 +337,6 @@ class SessionsTransport:
             for m in messages
         ]
         await self._answer(request, session, version, messages, batch, principal, cors, writer)
-
-    async def _initialize(
-        self,
-        request: Request,
-        message: RPCRequest,
-        principal: object,
-        batch: bool,
-        owner: str,
-        cors: Headers,
-        writer: ResponseWriter,
-    ) -> None:
-        """`Handshake.initialize_nowait` behind an authorize hook, or with a store to wait for."""
-        runner = self.runner
-        if runner.app.authorize is not None and await runner.denied([message], principal):
-            await writer.respond(forbidden(message.id, cors))
-            return
-        try:
-            response = self.handshake.initialize_nowait(message, principal, batch, owner)
-        except trio.WouldBlock:
-            response = await self.handshake.initialize(message, principal, owner)
-        if self.observer is not None:
-            _initialized(self.observer, request, message, response, principal)
-        if cors:
-            response.headers = response.headers + cors
-        await writer.respond(response)
 
     # ---- GET: the session's stream, and resumption ------------------------------
 
@@ -515,22 +475,50 @@ async def _answer_late(
     await stream.answer_late(answer_bytes(answers if batch else answers[0]), 200)
 
 
+async def _initialize(
+    transport: SessionsTransport,
+    request: Request,
+    message: RPCRequest,
+    principal: object,
+    batch: bool,
+    owner: str,
+    cors: Headers,
+    writer: ResponseWriter,
+) -> None:
+    """`Handshake.initialize_nowait` behind an authorize hook, or with a store
+    to wait for (a function, not a method: the class keeps to its budget)."""
+    runner, handshake = transport.runner, transport.handshake
+    if runner.app.authorize is not None and await runner.denied([message], principal):
+        await writer.respond(forbidden(message.id, cors))
+        return
+    try:
+        response = handshake.initialize_nowait(message, principal, batch, owner)
+    except trio.WouldBlock:
+        response = await handshake.initialize(message, principal, owner)
+    response = _initialized(transport.observer, request, message, response, principal)
+    if cors:
+        response.headers = response.headers + cors
+    await writer.respond(response)
+
+
 def _observe(
     observer: Observer,
     request: Request,
-    session: Session | None,
-    version: str,
+    stream: PostStream,
     messages: list[Message | Invalid],
+    batch: bool,
     answers: list[dict[str, Any]],
-    status: int,
     principal: object,
     started: float,
 ) -> None:
     """Report a POST's requests to the observer, each with its answer (None
     for one the POST did not finish: its client went, or it ran too long,
-    which the access log shows as status 499)."""
+    which the access log shows as status 499). The POST's status is 200 but
+    for a single request a quota refused before it ran (429)."""
     client = request.client
+    session = stream.session
     session_id = session.id if session is not None else None
+    status = 429 if not batch and answers and type(answers[0]) is Refused else 200
     answered = 0
     for message in messages:
         if type(message) is Invalid:
@@ -544,7 +532,7 @@ def _observe(
                 message.params,
                 answer,
                 status if answer is not None else 499,
-                version,
+                stream.version,
                 principal,
                 session_id,
                 started,
@@ -552,10 +540,16 @@ def _observe(
 
 
 def _initialized(
-    observer: Observer, request: Request, message: RPCRequest, response: Response, principal: object
-) -> None:
-    """Report an initialize answered by the handshake (a rare request: its
-    answer's error, if any, is read back from its body)."""
+    observer: Observer | None,
+    request: Request,
+    message: RPCRequest,
+    response: Response,
+    principal: object,
+) -> Response:
+    """`response`, the answer to an initialize, reported to the observer if
+    there is one (a rare request: its error, if any, is read back from its body)."""
+    if observer is None:
+        return response
     answer = loads(response.body) if response.body else None
     if not isinstance(answer, dict):
         answer = None
@@ -571,6 +565,7 @@ def _initialized(
         raw.decode("latin-1") if raw is not None else None,
         perf_counter(),
     )
+    return response
 
 
 def _negotiated(answer: dict[str, Any]) -> str:

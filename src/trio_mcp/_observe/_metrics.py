@@ -29,6 +29,10 @@ OTHER: Final = "other"
 _HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 #: error.type of a tools/call answered with ``isError`` (the MCP conventions').
 TOOL_ERROR: Final = "tool_error"
+#: How many of the requests' own (method, name, code, ...) keys are kept
+#: mapped to their series: the common ones, so that each costs one lookup;
+#: clients that send ever new names get the labelling done afresh instead.
+RAW_KEYS_MAX: Final = 4096
 
 
 class Histogram:
@@ -63,6 +67,7 @@ class Metrics:
         "sessions",
         "refusals",
         "_error_types",
+        "_by_request",
     )
 
     def __init__(
@@ -86,12 +91,32 @@ class Metrics:
         #: status -> refusals.
         self.refusals: dict[int, int] = dict.fromkeys(sorted(REFUSAL_STATUSES), 0)
         self._error_types: dict[object, str] = {}
+        #: The series of the requests' own keys seen before (`RAW_KEYS_MAX`).
+        self._by_request: dict[tuple[str, str | None, int | None, bool, str], Histogram] = {}
 
     def operation(
-        self, method: str, name: object, code: object, is_error: bool, version: str, seconds: float
+        self,
+        method: str,
+        name: str | None,
+        code: int | None,
+        is_error: bool,
+        version: str,
+        seconds: float,
     ) -> None:
         """One JSON-RPC request answered: `code` is its error code (None when
         it has a result; `is_error`, a tool's result with ``isError``)."""
+        key = (method, name, code, is_error, version)
+        histogram = dict.get(self._by_request, key)
+        if histogram is None:
+            histogram = self._series(method, name, code, is_error, version)
+            if len(self._by_request) < RAW_KEYS_MAX:
+                self._by_request[key] = histogram
+        histogram.observe(seconds)
+
+    def _series(
+        self, method: str, name: str | None, code: int | None, is_error: bool, version: str
+    ) -> Histogram:
+        """The histogram of a request's labels: names nobody registered are ``other``."""
         tool = prompt = ""
         if method == "tools/call":
             tool = name if type(name) is str and name in self.tools else OTHER
@@ -102,18 +127,18 @@ class Metrics:
         if code is not None:
             error = dict.get(self._error_types, code)
             if error is None:
-                error = str(code) if type(code) is int and len(self._error_types) < 64 else OTHER
+                error = str(code) if len(self._error_types) < 64 else OTHER
                 if error != OTHER:
                     self._error_types[code] = error
         else:
             error = TOOL_ERROR if is_error else ""
         if version not in self.versions:
             version = OTHER
-        key = (method, tool, prompt, error, version)
-        histogram = dict.get(self.operations, key)
+        labels = (method, tool, prompt, error, version)
+        histogram = dict.get(self.operations, labels)
         if histogram is None:
-            histogram = self.operations[key] = Histogram(MCP_BUCKETS_S)
-        histogram.observe(seconds)
+            histogram = self.operations[labels] = Histogram(MCP_BUCKETS_S)
+        return histogram
 
     def request(self, method: str, status: int, seconds: float) -> None:
         """One HTTP request answered with `status`."""
@@ -122,7 +147,7 @@ class Metrics:
         if histogram is None:
             histogram = self.requests[key] = Histogram(HTTP_BUCKETS_S)
         histogram.observe(seconds)
-        if status in REFUSAL_STATUSES:
+        if status >= 400 and status in REFUSAL_STATUSES:
             self.refusals[status] += 1
 
     def refused(self, status: int) -> None:

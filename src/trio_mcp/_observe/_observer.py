@@ -62,20 +62,23 @@ class Observer:
         before one) went out with HTTP `status`."""
         now = perf_counter()
         seconds = now - started
-        code: object = None
+        code = None
         is_error = False
         if answer is not None:
             error = dict.get(answer, "error")
             if error is not None:
-                code = error.get("code") if type(error) is dict else None
+                found = error.get("code") if type(error) is dict else None
+                code = found if type(found) is int else None
             elif method == "tools/call":
                 result = dict.get(answer, "result")
                 is_error = type(result) is dict and dict.get(result, "isError") is True
-        name: object = None
+        name = None
         if method in _NAMED:
-            name = dict.get(params, "name")
+            found = dict.get(params, "name")
+            name = found if type(found) is str else None  # (a client's list is no key)
         elif method in _URI:
-            name = dict.get(params, "uri")
+            found = dict.get(params, "uri")
+            name = found if type(found) is str else None
         metrics = self.metrics
         if metrics is not None:
             metrics.operation(method, name, code, is_error, version, seconds)
