@@ -81,7 +81,7 @@ async def test_text_lines_have_every_field(tmp_path: Path) -> None:
     assert first[1:7] == ["203.0.113.7", "-", "2025-11-25", "initialize", "-", "200"]
     good = fields[1]
     assert good[1:8] == ["203.0.113.7", "-", "2025-11-25", "tools/call", "echo", "200", "-"]
-    assert float(good[8]) >= 0
+    assert good[8].endswith("us") and int(good[8][:-2]) >= 0  # microseconds
     assert good[9] == session_hash(session) and session not in lines[1]
     assert fields[2][4:8] == ["tools/call", "test_error_handling", "200", "-"]
     # a client's method name with a space is one quoted field
@@ -108,12 +108,13 @@ async def test_json_lines_have_every_field(tmp_path: Path) -> None:
         "name",
         "status",
         "code",
-        "duration_s",
+        "duration_us",
         "session",
     }
     assert call["client"] == "203.0.113.7" and call["principal"] == "-"
     assert (call["era"], call["method"], call["name"]) == ("2025-11-25", "tools/call", "echo")
     assert (call["status"], call["code"]) == (200, None)
+    assert isinstance(call["duration_us"], int) and call["duration_us"] >= 0
     assert call["session"] == session_hash(session)
     assert lines[3]["method"] == "no/such method" and lines[3]["code"] == -32601
     assert lines[4]["era"] == "2026-07-28" and lines[4]["session"] is None

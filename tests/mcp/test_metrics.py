@@ -11,7 +11,7 @@ from _support import MCP, EventReader, connect, mcp_post, modern_body, modern_he
 from prometheus_client.parser import text_string_to_metric_families
 
 from trio_mcp import MCPConfig, Server
-from trio_mcp._observe._metrics import HTTP_BUCKETS_S, MCP_BUCKETS_S
+from trio_mcp._observe._metrics import HTTP_BUCKETS_S, MCP_BUCKETS_S, RAW_KEYS_MAX, Metrics
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -226,3 +226,21 @@ async def test_without_a_metrics_path_there_is_no_observer(start_mcp) -> None:
 def test_a_metrics_path_must_be_its_own(path: str) -> None:
     with pytest.raises(ValueError, match="metrics_path"):
         MCPConfig(metrics_path=path)
+
+
+def test_names_nobody_registered_make_no_series() -> None:
+    metrics = Metrics({"tools/call"}, {"echo": object()}, {}, {"2025-11-25"})
+    for n in range(RAW_KEYS_MAX + 100):
+        metrics.operation("tools/call", f"tool-{n}", -32602, False, "2025-11-25", 0.001)
+        metrics.operation(f"method-{n}", None, -32601, False, f"v{n}", 0.001)
+    metrics.operation("tools/call", "echo", None, False, "2025-11-25", 0.001)
+    assert sorted(metrics.operations) == [
+        ("other", "", "", "-32601", "other"),
+        ("tools/call", "echo", "", "", "2025-11-25"),
+        ("tools/call", "other", "", "-32602", "2025-11-25"),
+    ]
+    # (and the keys kept for the fast path stay bounded too)
+    assert len(metrics._by_request) <= RAW_KEYS_MAX
+    assert metrics.operations[("tools/call", "other", "", "-32602", "2025-11-25")].count() == (
+        RAW_KEYS_MAX + 100
+    )

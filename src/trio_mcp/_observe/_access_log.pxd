@@ -1,5 +1,5 @@
-# The hot class of this module as a C type, in the compiled build only (Cython
-# reads this file beside the .py). It declares exactly the class's __slots__
+# The hot classes of this module as C types, in the compiled build only (Cython
+# reads this file beside the .py). Each declares exactly the class's __slots__
 # (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
 cimport cython
 
@@ -7,3 +7,11 @@ cimport cython
 cdef class AccessLog:
     cdef public object lines, limit, dropped, sample, json, path, principal_text, _stop, _thread
     cpdef add(self, record)
+
+@cython.final
+cdef class LineFormatter:
+    cdef public object principal_text, _ms, _stamp, _second, _prefix, _hashes, _texts, _jsons
+    cpdef stamp(self, wall)
+    cpdef session(self, session_id)
+    cpdef text_line(self, record, offset)
+    cpdef json_line(self, record, offset)

@@ -28,6 +28,10 @@ from .._json import dumps
 FLUSH_INTERVAL_S: Final = 0.05
 #: Names, methods and principals longer than this are cut (the client chose them).
 MAX_FIELD_CHARS: Final = 200
+#: How many session hashes, and text fields, the writer keeps from line to line.
+_KEPT: Final = 4096
+#: The end of a timestamp, by its millisecond.
+_MILLISECONDS: Final = tuple(f".{ms:03d}Z" for ms in range(1000))
 #: How long closing the log waits for the writer's last batch.
 CLOSE_WAIT_S: Final = 2.0
 
@@ -117,59 +121,85 @@ class AccessLog:
         except OSError as exc:
             print(f"trio-mcp: cannot open the access log: {exc}", file=sys.stderr)
             return
+        formatter = LineFormatter(self.principal_text)
         try:
             stop = self._stop
             while True:
                 stopping = stop.wait(FLUSH_INTERVAL_S)
-                self._flush(fd)
+                self._flush(fd, formatter)
                 if stopping:
                     return
         finally:
             if own:
                 os.close(fd)
 
-    def _flush(self, fd: int) -> None:
+    def _flush(self, fd: int, formatter: LineFormatter) -> None:
         lines = self.lines
         if not lines:
             return
-        wall, perf = time.time(), time.perf_counter()
-        form = self.format_json if self.json else self.format_text
-        batch = []
-        for _ in range(len(lines)):  # (what waits now: a flood is not chased for ever)
-            batch.append(form(lines.popleft(), wall - perf))
-        data = b"".join(batch)
+        offset = time.time() - time.perf_counter()
+        form = formatter.json_line if self.json else formatter.text_line
+        popleft = lines.popleft
+        # (what waits now: a flood is not chased for ever)
+        batch = [form(popleft(), offset) for _ in range(len(lines))]
+        data = "".join(batch).encode("utf-8", "replace")
         try:
             while data:
                 data = data[os.write(fd, data) :]
         except OSError:
             pass  # (a closed pipe or a full disk: lines are lost, requests go on)
 
-    # ---- formats ---------------------------------------------------------------
 
-    def fields(
-        self, record: Record, offset: float
-    ) -> tuple[str, str, str, str, str, str | None, int, object, float, str | None]:
-        """`record`'s fields as the lines show them: wall-clock time (ISO 8601,
-        UTC, milliseconds), the principal and target as text, the session id
-        as its hash."""
-        t, client, principal, version, method, target, status, code, seconds, session = record
-        wall = t + offset
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(wall))
-        stamp += f".{int(wall * 1000) % 1000:03d}Z"
-        return (
-            stamp,
-            client or "-",
-            self._principal(principal),
-            version,
-            method[:MAX_FIELD_CHARS],
-            target[:MAX_FIELD_CHARS] if isinstance(target, str) else None,
-            status,
-            code if type(code) is int else None,
-            seconds,
-            session_hash(session) if session is not None else None,
-        )
+class LineFormatter:
+    """Turns records into lines, in the writer thread. What repeats from line
+    to line is made once and kept, within bounds: the second's timestamp, a
+    session's hash, and the run of fields from the client to the target
+    (client, principal, version, method, name), as text or as JSON."""
 
-    def _principal(self, principal: object) -> str:
+    __slots__ = (
+        "principal_text",
+        "_ms",
+        "_stamp",
+        "_second",
+        "_prefix",
+        "_hashes",
+        "_texts",
+        "_jsons",
+    )
+
+    def __init__(self, principal_text: PrincipalText = str) -> None:
+        self.principal_text = principal_text
+        self._ms = self._second = -1
+        self._stamp = self._prefix = ""
+        self._hashes: dict[str, str] = {}
+        self._texts: dict[tuple[str, object, str, str, object], str] = {}
+        self._jsons: dict[tuple[str, object, str, str, object], str] = {}
+
+    def stamp(self, wall: float) -> str:
+        """ISO 8601, UTC, milliseconds (made once a millisecond)."""
+        ms = int(wall * 1000)
+        if ms != self._ms:
+            second = ms // 1000
+            if second != self._second:
+                self._second = second
+                self._prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._ms = ms
+            self._stamp = self._prefix + _MILLISECONDS[ms % 1000]
+        return self._stamp
+
+    def session(self, session_id: str | None) -> str | None:
+        if session_id is None:
+            return None
+        hashes = self._hashes
+        found = hashes.get(session_id)
+        if found is None:
+            if len(hashes) >= _KEPT:
+                hashes.clear()
+            found = hashes[session_id] = session_hash(session_id)
+        return found
+
+    def principal(self, principal: object) -> str:
+        """A principal as text: a str or an int as it is, others by `principal_text`."""
         if principal is None:
             return "-"
         if type(principal) is str:
@@ -181,41 +211,66 @@ class AccessLog:
         except Exception:  # (a principal with no text form: logged, not fatal)
             return "?"
 
-    def format_json(self, record: Record, offset: float) -> bytes:
-        stamp, client, principal, version, method, target, status, code, seconds, sid = self.fields(
-            record, offset
+    def text_line(self, record: Record, offset: float) -> str:
+        t, client, principal, version, method, target, status, code, seconds, session = record
+        key = (client, principal, version, method, target)
+        try:
+            middle = self._texts.get(key)
+        except TypeError:  # (a principal that cannot be a key)
+            middle = None
+        if middle is None:
+            middle = " ".join(
+                (
+                    _word(client) if client else "-",
+                    _word(self.principal(principal)),
+                    _word(version),
+                    _word(method[:MAX_FIELD_CHARS]),
+                    _word(target[:MAX_FIELD_CHARS]) if type(target) is str else "-",
+                )
+            )
+            self._keep(self._texts, key, middle)
+        return (
+            f"{self.stamp(t + offset)} {middle} {status} {code if type(code) is int else '-'}"
+            f" {int(seconds * 1e6)}us {self.session(session) or '-'}\n"
         )
-        line = {
-            "time": stamp,
-            "client": client,
-            "principal": principal,
-            "era": version,
-            "method": method,
-            "name": target,
-            "status": status,
-            "code": code,
-            "duration_s": round(seconds, 6),
-            "session": sid,
-        }
-        return dumps(line) + b"\n"
 
-    def format_text(self, record: Record, offset: float) -> bytes:
-        stamp, client, principal, version, method, target, status, code, seconds, sid = self.fields(
-            record, offset
+    def json_line(self, record: Record, offset: float) -> str:
+        t, client, principal, version, method, target, status, code, seconds, session = record
+        key = (client, principal, version, method, target)
+        try:
+            middle = self._jsons.get(key)
+        except TypeError:
+            middle = None
+        if middle is None:
+            fields = {
+                "client": client or "-",
+                "principal": self.principal(principal),
+                "era": version,
+                "method": method[:MAX_FIELD_CHARS],
+                "name": target[:MAX_FIELD_CHARS] if type(target) is str else None,
+            }
+            middle = dumps(fields).decode("utf-8", "replace")[1:-1]
+            self._keep(self._jsons, key, middle)
+        sid = self.session(session)
+        quoted = '"' + sid + '"' if sid is not None else "null"
+        return (
+            f'{{"time":"{self.stamp(t + offset)}",{middle},"status":{status},'
+            f'"code":{code if type(code) is int else "null"},"duration_us":{int(seconds * 1e6)},'
+            f'"session":{quoted}}}\n'
         )
-        parts = (
-            stamp,
-            _word(client),
-            _word(principal),
-            _word(version),
-            _word(method),
-            _word(target) if target is not None else "-",
-            str(status),
-            str(code) if code is not None else "-",
-            f"{seconds:.6f}",
-            sid or "-",
-        )
-        return (" ".join(parts) + "\n").encode("utf-8", "replace")
+
+    @staticmethod
+    def _keep(
+        kept: dict[tuple[str, object, str, str, object], str],
+        key: tuple[str, object, str, str, object],
+        value: str,
+    ) -> None:
+        if len(kept) >= _KEPT:
+            kept.clear()
+        try:
+            kept[key] = value
+        except TypeError:
+            pass
 
 
 def session_hash(session_id: str) -> str:
