@@ -5,8 +5,10 @@ cimport cython
 
 @cython.final
 cdef class Histogram:
-    cdef public object bounds, values
-    cpdef observe(self, value)
+    cdef public tuple bounds
+    cdef public list values
+    @cython.locals(i=cython.Py_ssize_t, bound=cython.double)
+    cpdef observe(self, double value)
 
 @cython.final
 cdef class Metrics:

@@ -1,7 +1,7 @@
 """The counters behind the metrics: plain ints and per-bucket counts.
 
-The request path only adds to these (a tuple key, a dict lookup, a bisect
-over a fixed tuple of bounds); turning them into Prometheus families happens
+The request path only adds to these (a tuple key, a dict lookup, a scan of
+a fixed tuple of bounds); turning them into Prometheus families happens
 at scrape time in `_exposition`. Every label value comes from a bounded set
 the server registered (methods, tools, prompts, protocol versions, HTTP
 methods); anything else is ``other``, so no client can mint series.
@@ -9,7 +9,6 @@ methods); anything else is ``other``, so no client can mint series.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Collection, Mapping
 from typing import Final
 
@@ -42,12 +41,19 @@ class Histogram:
     __slots__ = ("bounds", "values")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
-        self.bounds = bounds
+        self.bounds = tuple(float(bound) for bound in bounds)
         self.values: list[float] = [0] * (len(bounds) + 2)
 
     def observe(self, value: float) -> None:
+        # (a scan from the smallest bound, not a bisect: nearly every request
+        # falls in the first buckets, and compiled this is a loop over doubles)
+        i = 0
+        for bound in self.bounds:
+            if value <= bound:
+                break
+            i += 1
         values = self.values
-        values[bisect_left(self.bounds, value)] += 1
+        values[i] += 1
         values[-1] += value
 
     def count(self) -> int:
