@@ -5,7 +5,9 @@ cimport cython
 
 @cython.final
 cdef class AccessLog:
-    cdef public object lines, limit, dropped, sample, json, path, principal_text, _stop, _thread
+    cdef public object lines, json, path, principal_text, _stop, _thread
+    cdef public Py_ssize_t limit, dropped
+    cdef public double sample
     cpdef add(self, record)
 
 @cython.final

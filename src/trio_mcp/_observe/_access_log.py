@@ -153,8 +153,9 @@ class AccessLog:
 class LineFormatter:
     """Turns records into lines, in the writer thread. What repeats from line
     to line is made once and kept, within bounds: the second's timestamp, a
-    session's hash, and the run of fields from the client to the target
-    (client, principal, version, method, name), as text or as JSON."""
+    session's hash, and the run of fields from the client to the JSON-RPC code
+    (client, principal, version, method, name, status, code), as text or as
+    JSON."""
 
     __slots__ = (
         "principal_text",
@@ -172,8 +173,8 @@ class LineFormatter:
         self._ms = self._second = -1
         self._stamp = self._prefix = ""
         self._hashes: dict[str, str] = {}
-        self._texts: dict[tuple[str, object, str, str, object], str] = {}
-        self._jsons: dict[tuple[str, object, str, str, object], str] = {}
+        self._texts: dict[tuple[object, ...], str] = {}
+        self._jsons: dict[tuple[object, ...], str] = {}
 
     def stamp(self, wall: float) -> str:
         """ISO 8601, UTC, milliseconds (made once a millisecond)."""
@@ -191,7 +192,7 @@ class LineFormatter:
         if session_id is None:
             return None
         hashes = self._hashes
-        found = hashes.get(session_id)
+        found = dict.get(hashes, session_id)
         if found is None:
             if len(hashes) >= _KEPT:
                 hashes.clear()
@@ -213,9 +214,9 @@ class LineFormatter:
 
     def text_line(self, record: Record, offset: float) -> str:
         t, client, principal, version, method, target, status, code, seconds, session = record
-        key = (client, principal, version, method, target)
+        key = (client, principal, version, method, target, status, code)
         try:
-            middle = self._texts.get(key)
+            middle = dict.get(self._texts, key)
         except TypeError:  # (a principal that cannot be a key)
             middle = None
         if middle is None:
@@ -226,19 +227,19 @@ class LineFormatter:
                     _word(version),
                     _word(method[:MAX_FIELD_CHARS]),
                     _word(target[:MAX_FIELD_CHARS]) if type(target) is str else "-",
+                    str(status),
+                    str(code) if type(code) is int else "-",
                 )
             )
             self._keep(self._texts, key, middle)
-        return (
-            f"{self.stamp(t + offset)} {middle} {status} {code if type(code) is int else '-'}"
-            f" {int(seconds * 1e6)}us {self.session(session) or '-'}\n"
-        )
+        sid = self.session(session) or "-"
+        return f"{self.stamp(t + offset)} {middle} {int(seconds * 1e6)}us {sid}\n"
 
     def json_line(self, record: Record, offset: float) -> str:
         t, client, principal, version, method, target, status, code, seconds, session = record
-        key = (client, principal, version, method, target)
+        key = (client, principal, version, method, target, status, code)
         try:
-            middle = self._jsons.get(key)
+            middle = dict.get(self._jsons, key)
         except TypeError:
             middle = None
         if middle is None:
@@ -248,21 +249,22 @@ class LineFormatter:
                 "era": version,
                 "method": method[:MAX_FIELD_CHARS],
                 "name": target[:MAX_FIELD_CHARS] if type(target) is str else None,
+                "status": status,
+                "code": code if type(code) is int else None,
             }
             middle = dumps(fields).decode("utf-8", "replace")[1:-1]
             self._keep(self._jsons, key, middle)
         sid = self.session(session)
         quoted = '"' + sid + '"' if sid is not None else "null"
         return (
-            f'{{"time":"{self.stamp(t + offset)}",{middle},"status":{status},'
-            f'"code":{code if type(code) is int else "null"},"duration_us":{int(seconds * 1e6)},'
-            f'"session":{quoted}}}\n'
+            f'{{"time":"{self.stamp(t + offset)}",{middle},'
+            f'"duration_us":{int(seconds * 1e6)},"session":{quoted}}}\n'
         )
 
     @staticmethod
     def _keep(
-        kept: dict[tuple[str, object, str, str, object], str],
-        key: tuple[str, object, str, str, object],
+        kept: dict[tuple[object, ...], str],
+        key: tuple[object, ...],
         value: str,
     ) -> None:
         if len(kept) >= _KEPT:

@@ -112,15 +112,14 @@ class _Collector:
         yield from _gauges(observer, GaugeMetricFamily)
 
 
-def _buckets(histogram: Histogram) -> tuple[list[tuple[str, float]], float]:
+def _buckets(histogram: Histogram) -> tuple[list[tuple[str, int]], float]:
     """A histogram as prometheus_client takes it: cumulative buckets, and the sum."""
-    values = histogram.values
-    counts = list(accumulate(values[:-1]))
+    counts = list(accumulate(histogram.counts))
     buckets = [
         (_bound(bound), count) for bound, count in zip(histogram.bounds, counts[:-1], strict=True)
     ]
     buckets.append(("+Inf", counts[-1]))
-    return buckets, values[-1]
+    return buckets, histogram.total
 
 
 def _bound(bound: float) -> str:

@@ -6,7 +6,8 @@ cimport cython
 @cython.final
 cdef class Histogram:
     cdef public tuple bounds
-    cdef public list values
+    cdef public list counts
+    cdef public double total
     @cython.locals(i=cython.Py_ssize_t, bound=cython.double)
     cpdef observe(self, double value)
 

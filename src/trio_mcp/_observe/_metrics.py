@@ -35,14 +35,15 @@ RAW_KEYS_MAX: Final = 4096
 
 
 class Histogram:
-    """Counts per bucket (the last one is above every bound) and the sum of
-    the observed values: `values[i]` for bucket i, `values[-1]` the sum."""
+    """Counts per bucket (`counts[i]` for bucket i; the last is above every
+    bound) and the sum of the observed values (`total`)."""
 
-    __slots__ = ("bounds", "values")
+    __slots__ = ("bounds", "counts", "total")
 
     def __init__(self, bounds: tuple[float, ...]) -> None:
         self.bounds = tuple(float(bound) for bound in bounds)
-        self.values: list[float] = [0] * (len(bounds) + 2)
+        self.counts: list[int] = [0] * (len(bounds) + 1)
+        self.total = 0.0
 
     def observe(self, value: float) -> None:
         # (a scan from the smallest bound, not a bisect: nearly every request
@@ -52,12 +53,11 @@ class Histogram:
             if value <= bound:
                 break
             i += 1
-        values = self.values
-        values[i] += 1
-        values[-1] += value
+        self.counts[i] += 1
+        self.total += value
 
     def count(self) -> int:
-        return int(sum(self.values[:-1]))
+        return sum(self.counts)
 
 
 class Metrics:
