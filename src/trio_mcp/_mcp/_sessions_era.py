@@ -518,21 +518,23 @@ def _observe(
     client = request.client
     session = stream.session
     session_id = session.id if session is not None else None
+    version = stream.version
     status = 429 if not batch and answers and type(answers[0]) is Refused else 200
     answered = 0
     for message in messages:
         if type(message) is Invalid:
             answered += 1
         elif type(message) is RPCRequest:
+            rpc = message  # (typed RPCRequest in the .pxd)
             answer = answers[answered] if answered < len(answers) else None
             answered += 1
             observer.answered(
                 client,
-                message.method,
-                message.params,
+                rpc.method,
+                rpc.params,
                 answer,
                 status if answer is not None else 499,
-                stream.version,
+                version,
                 principal,
                 session_id,
                 started,

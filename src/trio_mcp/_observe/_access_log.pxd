@@ -3,17 +3,25 @@
 # (tests/speedups/test_pxd.py); @cython.final stands for typing's @final.
 cimport cython
 
+cdef class LineFormatter
+
 @cython.final
 cdef class AccessLog:
     cdef public object lines, json, path, principal_text, _stop, _thread
     cdef public Py_ssize_t limit, dropped
     cdef public double sample
     cpdef add(self, record)
+    cpdef _flush(self, fd, LineFormatter formatter)
 
 @cython.final
 cdef class LineFormatter:
-    cdef public object principal_text, _ms, _stamp, _second, _prefix, _hashes, _texts, _jsons
-    cpdef stamp(self, wall)
+    cdef public object principal_text, _stamp, _prefix, _hashes, _texts, _jsons
+    cdef public Py_ssize_t _ms, _second
+    @cython.locals(ms=cython.Py_ssize_t, second=cython.Py_ssize_t)
+    cpdef stamp(self, double wall)
     cpdef session(self, session_id)
-    cpdef text_line(self, record, offset)
-    cpdef json_line(self, record, offset)
+    cpdef text_line(self, tuple record, double offset)
+    cpdef json_line(self, tuple record, double offset)
+
+@cython.locals(us=cython.Py_ssize_t)
+cpdef _micros(double seconds)

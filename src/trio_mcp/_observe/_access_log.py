@@ -30,6 +30,9 @@ FLUSH_INTERVAL_S: Final = 0.05
 MAX_FIELD_CHARS: Final = 200
 #: How many session hashes, and text fields, the writer keeps from line to line.
 _KEPT: Final = 4096
+#: Durations below this many microseconds are written from a table.
+_MICROS_KEPT: Final = 10_000
+_MICROS: Final = tuple(f"{us}us" for us in range(_MICROS_KEPT))
 #: The end of a timestamp, by its millisecond.
 _MILLISECONDS: Final = tuple(f".{ms:03d}Z" for ms in range(1000))
 #: How long closing the log waits for the writer's last batch.
@@ -138,10 +141,12 @@ class AccessLog:
         if not lines:
             return
         offset = time.time() - time.perf_counter()
-        form = formatter.json_line if self.json else formatter.text_line
         popleft = lines.popleft
         # (what waits now: a flood is not chased for ever)
-        batch = [form(popleft(), offset) for _ in range(len(lines))]
+        if self.json:
+            batch = [formatter.json_line(popleft(), offset) for _ in range(len(lines))]
+        else:
+            batch = [formatter.text_line(popleft(), offset) for _ in range(len(lines))]
         data = "".join(batch).encode("utf-8", "replace")
         try:
             while data:
@@ -233,7 +238,7 @@ class LineFormatter:
             )
             self._keep(self._texts, key, middle)
         sid = self.session(session) or "-"
-        return f"{self.stamp(t + offset)} {middle} {int(seconds * 1e6)}us {sid}\n"
+        return f"{self.stamp(t + offset)} {middle} {_micros(seconds)} {sid}\n"
 
     def json_line(self, record: Record, offset: float) -> str:
         t, client, principal, version, method, target, status, code, seconds, session = record
@@ -273,6 +278,12 @@ class LineFormatter:
             kept[key] = value
         except TypeError:
             pass
+
+
+def _micros(seconds: float) -> str:
+    """A duration as text, in whole microseconds (``"123us"``)."""
+    us = int(seconds * 1e6)
+    return _MICROS[us] if 0 <= us < _MICROS_KEPT else f"{us}us"
 
 
 def session_hash(session_id: str) -> str:

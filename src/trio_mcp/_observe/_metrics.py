@@ -74,6 +74,7 @@ class Metrics:
         "refusals",
         "_error_types",
         "_by_request",
+        "_by_method",
     )
 
     def __init__(
@@ -99,6 +100,8 @@ class Metrics:
         self._error_types: dict[object, str] = {}
         #: The series of the requests' own keys seen before (`RAW_KEYS_MAX`).
         self._by_request: dict[tuple[str, str | None, int | None, bool, str], Histogram] = {}
+        #: HTTP method -> status -> the series (the usual methods only).
+        self._by_method: dict[str, dict[int, Histogram]] = {}
 
     def operation(
         self,
@@ -148,13 +151,24 @@ class Metrics:
 
     def request(self, method: str, status: int, seconds: float) -> None:
         """One HTTP request answered with `status`."""
-        key = (method if method in _HTTP_METHODS else "_OTHER", status)
-        histogram = dict.get(self.requests, key)
+        by_status = dict.get(self._by_method, method)
+        histogram = dict.get(by_status, status) if by_status is not None else None
         if histogram is None:
-            histogram = self.requests[key] = Histogram(HTTP_BUCKETS_S)
+            histogram = self._request_series(method, status)
         histogram.observe(seconds)
         if status >= 400 and status in REFUSAL_STATUSES:
             self.refusals[status] += 1
+
+    def _request_series(self, method: str, status: int) -> Histogram:
+        """The histogram of an HTTP method (``_OTHER`` for an unusual one) and status."""
+        label = method if method in _HTTP_METHODS else "_OTHER"
+        key = (label, status)
+        histogram = dict.get(self.requests, key)
+        if histogram is None:
+            histogram = self.requests[key] = Histogram(HTTP_BUCKETS_S)
+        if label != "_OTHER" and status < 1000:  # (statuses are 100-999: a bounded set)
+            dict.setdefault(self._by_method, method, {})[status] = histogram
+        return histogram
 
     def refused(self, status: int) -> None:
         """A refusal no HTTP request came with (a connection refused at accept)."""

@@ -20,9 +20,14 @@ from .._config import MCPConfig
 from ._access_log import AccessLog, PrincipalText
 from ._metrics import Metrics
 
-#: Methods whose target is ``params.name``, and those whose target is ``params.uri``.
-_NAMED: Final = frozenset({"tools/call", "prompts/get"})
-_URI: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+#: The methods that have a target, and the parameter that names it.
+_TARGETS: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "resources/subscribe": "uri",
+    "resources/unsubscribe": "uri",
+}
 #: The JSON-RPC code of a quota's refusal inside an answer already under way.
 _TOO_MANY_REQUESTS: Final = -31429
 
@@ -73,16 +78,14 @@ class Observer:
                 result = dict.get(answer, "result")
                 is_error = type(result) is dict and dict.get(result, "isError") is True
         name = None
-        if method in _NAMED:
-            found = dict.get(params, "name")
+        target = dict.get(_TARGETS, method)
+        if target is not None:
+            found = dict.get(params, target)
             name = found if type(found) is str else None  # (a client's list is no key)
-        elif method in _URI:
-            found = dict.get(params, "uri")
-            name = found if type(found) is str else None
         metrics = self.metrics
         if metrics is not None:
             metrics.operation(method, name, code, is_error, version, seconds)
-            if code == _TOO_MANY_REQUESTS and status != 429:
+            if code is not None and code == _TOO_MANY_REQUESTS and status != 429:
                 metrics.refused(429)  # (a quota's refusal inside a stream or a batch)
         log = self.log
         if log is not None:
