@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from trio_mcp import MCPConfig, Server
 from trio_mcp._observe._metrics import HTTP_BUCKETS_S, MCP_BUCKETS_S, RAW_KEYS_MAX, Metrics
+from trio_mcp._observe._observer import Observer
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -230,17 +231,21 @@ def test_a_metrics_path_must_be_its_own(path: str) -> None:
 
 def test_names_nobody_registered_make_no_series() -> None:
     metrics = Metrics({"tools/call"}, {"echo": object()}, {}, {"2025-11-25"})
+    observer = Observer(metrics, None, 1024)
+    error = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "unknown"}}
+    unknown = {"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "unknown"}}
+    ok = {"jsonrpc": "2.0", "id": 1, "result": {}}
     for n in range(RAW_KEYS_MAX + 100):
-        metrics.operation("tools/call", f"tool-{n}", -32602, False, "2025-11-25", 0.001)
-        metrics.operation(f"method-{n}", None, -32601, False, f"v{n}", 0.001)
-    metrics.operation("tools/call", "echo", None, False, "2025-11-25", 0.001)
+        params = {"name": f"tool-{n}"}
+        observer.answered("", "tools/call", params, error, 200, "2025-11-25", None, None, 0.0)
+        observer.answered("", f"method-{n}", {}, unknown, 200, f"v{n}", None, None, 0.0)
+    observer.answered("", "tools/call", {"name": "echo"}, ok, 200, "2025-11-25", None, None, 0.0)
     assert sorted(metrics.operations) == [
         ("other", "", "", "-32601", "other"),
         ("tools/call", "echo", "", "", "2025-11-25"),
         ("tools/call", "other", "", "-32602", "2025-11-25"),
     ]
     # (and the keys kept for the fast path stay bounded too)
-    assert len(metrics._by_request) <= RAW_KEYS_MAX
-    assert metrics.operations[("tools/call", "other", "", "-32602", "2025-11-25")].count() == (
-        RAW_KEYS_MAX + 100
-    )
+    assert len(observer._operations) <= RAW_KEYS_MAX
+    other = metrics.operations[("tools/call", "other", "", "-32602", "2025-11-25")]
+    assert other.count() == RAW_KEYS_MAX + 100

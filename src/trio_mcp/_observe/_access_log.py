@@ -23,6 +23,7 @@ from random import random
 from typing import Final
 
 from .._json import dumps
+from ._metrics import Histogram
 
 #: How often the writer thread wakes to write what waits.
 FLUSH_INTERVAL_S: Final = 0.05
@@ -33,16 +34,19 @@ _KEPT: Final = 4096
 #: Durations below this many microseconds are written from a table.
 _MICROS_KEPT: Final = 10_000
 _MICROS: Final = tuple(f"{us}us" for us in range(_MICROS_KEPT))
+#: HTTP statuses as text, by number.
+_STATUSES: Final = tuple(str(status) for status in range(1000))
+_NO_PRINCIPAL: Final = ("-", '"-"')
 #: The end of a timestamp, by its millisecond.
 _MILLISECONDS: Final = tuple(f".{ms:03d}Z" for ms in range(1000))
 #: How long closing the log waits for the writer's last batch.
 CLOSE_WAIT_S: Final = 2.0
 
 #: One request's fields, as the request path leaves them: perf_counter time,
-#: client address, principal, protocol version, method, tool/prompt name or
-#: resource URI, HTTP status, JSON-RPC error code, duration in seconds,
-#: session id.
-Record = tuple[float, str, object, str, str, object, int, object, float, "str | None"]
+#: client address, principal, its `Operation` (protocol version, method,
+#: tool/prompt name or resource URI, JSON-RPC error code), HTTP status,
+#: duration in seconds, session id.
+Record = tuple[float, str, object, "Operation", int, float, "str | None"]
 #: The text form of a principal that is not a str or an int (the endpoint's
 #: principal_key); raises TypeError for one it has no key for.
 PrincipalText = Callable[[object], str]
@@ -155,31 +159,47 @@ class AccessLog:
             pass  # (a closed pipe or a full disk: lines are lost, requests go on)
 
 
+class Operation:
+    """What the lines (and the metrics) of requests alike share: one per
+    method, target name, outcome and protocol version seen (`Observer`),
+    with its histogram (None when metrics are off) and its fields made once
+    as text and as JSON."""
+
+    __slots__ = ("histogram", "text", "code_text", "json", "code_json")
+
+    def __init__(
+        self,
+        histogram: Histogram | None,
+        method: str,
+        name: str | None,
+        code: int | None,
+        version: str,
+    ) -> None:
+        self.histogram = histogram
+        method, name = method[:MAX_FIELD_CHARS], name[:MAX_FIELD_CHARS] if name else name
+        #: "version method name" of a text line, and its code ("-" for none).
+        self.text = f"{_word(version)} {_word(method)} {_word(name) if name is not None else '-'}"
+        self.code_text = str(code) if code is not None else "-"
+        #: The same as JSON members, and the code as a JSON value.
+        fields = {"era": version, "method": method, "name": name}
+        self.json = dumps(fields).decode("utf-8", "replace")[1:-1]
+        self.code_json = str(code) if code is not None else "null"
+
+
 class LineFormatter:
     """Turns records into lines, in the writer thread. What repeats from line
-    to line is made once and kept, within bounds: the second's timestamp, a
-    session's hash, and the run of fields from the client to the JSON-RPC code
-    (client, principal, version, method, name, status, code), as text or as
-    JSON."""
+    to line is made once and kept, within bounds: the request's `Operation`
+    fields, the millisecond's timestamp, a session's hash, a principal's text."""
 
-    __slots__ = (
-        "principal_text",
-        "_ms",
-        "_stamp",
-        "_second",
-        "_prefix",
-        "_hashes",
-        "_texts",
-        "_jsons",
-    )
+    __slots__ = ("principal_text", "_ms", "_stamp", "_second", "_prefix", "_hashes", "_principals")
 
     def __init__(self, principal_text: PrincipalText = str) -> None:
         self.principal_text = principal_text
         self._ms = self._second = -1
         self._stamp = self._prefix = ""
         self._hashes: dict[str, str] = {}
-        self._texts: dict[tuple[object, ...], str] = {}
-        self._jsons: dict[tuple[object, ...], str] = {}
+        #: principal -> (its text field, its JSON value)
+        self._principals: dict[object, tuple[str, str]] = {}
 
     def stamp(self, wall: float) -> str:
         """ISO 8601, UTC, milliseconds (made once a millisecond)."""
@@ -204,80 +224,56 @@ class LineFormatter:
             found = hashes[session_id] = session_hash(session_id)
         return found
 
-    def principal(self, principal: object) -> str:
-        """A principal as text: a str or an int as it is, others by `principal_text`."""
+    def principal(self, principal: object) -> tuple[str, str]:
+        """A principal's text field and JSON value: a str or an int as it is,
+        others by `principal_text`."""
         if principal is None:
-            return "-"
-        if type(principal) is str:
-            return principal[:MAX_FIELD_CHARS]
-        if type(principal) is int:
-            return str(principal)
+            return _NO_PRINCIPAL
         try:
-            return self.principal_text(principal)[:MAX_FIELD_CHARS]
-        except Exception:  # (a principal with no text form: logged, not fatal)
-            return "?"
+            found = dict.get(self._principals, principal)
+        except TypeError:  # (a principal that cannot be a key)
+            found = None
+        if found is None:
+            if type(principal) is str:
+                text = principal[:MAX_FIELD_CHARS]
+            elif type(principal) is int:
+                text = str(principal)
+            else:
+                try:
+                    text = self.principal_text(principal)[:MAX_FIELD_CHARS]
+                except Exception:  # (a principal with no text form: logged, not fatal)
+                    text = "?"
+            found = (_word(text), dumps(text).decode("utf-8", "replace"))
+            if len(self._principals) >= _KEPT:
+                self._principals.clear()
+            try:
+                self._principals[principal] = found
+            except TypeError:
+                pass
+        return found
 
     def text_line(self, record: Record, offset: float) -> str:
-        t, client, principal, version, method, target, status, code, seconds, session = record
-        key = (client, principal, version, method, target, status, code)
-        try:
-            middle = dict.get(self._texts, key)
-        except TypeError:  # (a principal that cannot be a key)
-            middle = None
-        if middle is None:
-            middle = " ".join(
-                (
-                    _word(client) if client else "-",
-                    _word(self.principal(principal)),
-                    _word(version),
-                    _word(method[:MAX_FIELD_CHARS]),
-                    _word(target[:MAX_FIELD_CHARS]) if type(target) is str else "-",
-                    str(status),
-                    str(code) if type(code) is int else "-",
-                )
-            )
-            self._keep(self._texts, key, middle)
+        t, client, principal, operation, status, seconds, session = record
         sid = self.session(session) or "-"
-        return f"{self.stamp(t + offset)} {middle} {_micros(seconds)} {sid}\n"
+        return (
+            f"{self.stamp(t + offset)} {client or '-'} {self.principal(principal)[0]} "
+            f"{operation.text} {_status(status)} {operation.code_text} {_micros(seconds)} {sid}\n"
+        )
 
     def json_line(self, record: Record, offset: float) -> str:
-        t, client, principal, version, method, target, status, code, seconds, session = record
-        key = (client, principal, version, method, target, status, code)
-        try:
-            middle = dict.get(self._jsons, key)
-        except TypeError:
-            middle = None
-        if middle is None:
-            fields = {
-                "client": client or "-",
-                "principal": self.principal(principal),
-                "era": version,
-                "method": method[:MAX_FIELD_CHARS],
-                "name": target[:MAX_FIELD_CHARS] if type(target) is str else None,
-                "status": status,
-                "code": code if type(code) is int else None,
-            }
-            middle = dumps(fields).decode("utf-8", "replace")[1:-1]
-            self._keep(self._jsons, key, middle)
+        t, client, principal, operation, status, seconds, session = record
         sid = self.session(session)
         quoted = '"' + sid + '"' if sid is not None else "null"
         return (
-            f'{{"time":"{self.stamp(t + offset)}",{middle},'
+            f'{{"time":"{self.stamp(t + offset)}","client":"{client or "-"}",'
+            f'"principal":{self.principal(principal)[1]},{operation.json},'
+            f'"status":{_status(status)},"code":{operation.code_json},'
             f'"duration_us":{int(seconds * 1e6)},"session":{quoted}}}\n'
         )
 
-    @staticmethod
-    def _keep(
-        kept: dict[tuple[object, ...], str],
-        key: tuple[object, ...],
-        value: str,
-    ) -> None:
-        if len(kept) >= _KEPT:
-            kept.clear()
-        try:
-            kept[key] = value
-        except TypeError:
-            pass
+
+def _status(status: int) -> str:
+    return _STATUSES[status] if 0 <= status < 1000 else str(status)
 
 
 def _micros(seconds: float) -> str:

@@ -14,10 +14,8 @@ cdef class Histogram:
 @cython.final
 cdef class Metrics:
     cdef public object methods, tools, prompts, versions, operations, requests, refusals
-    cdef public object _error_types, _by_request, _by_method
+    cdef public object _error_types, _by_method
     cdef public Histogram sessions
-    @cython.locals(histogram=Histogram)
-    cpdef operation(self, method, name, code, is_error, version, seconds)
     @cython.locals(histogram=Histogram)
     cpdef request(self, method, status, seconds)
     cpdef refused(self, status)

@@ -28,9 +28,9 @@ OTHER: Final = "other"
 _HTTP_METHODS: Final = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 #: error.type of a tools/call answered with ``isError`` (the MCP conventions').
 TOOL_ERROR: Final = "tool_error"
-#: How many of the requests' own (method, name, code, ...) keys are kept
-#: mapped to their series: the common ones, so that each costs one lookup;
-#: clients that send ever new names get the labelling done afresh instead.
+#: How many of the requests' own (method, name, code, ...) keys the observer
+#: keeps mapped to their series: the common ones, so that each costs one
+#: lookup; clients that send ever new names get the labelling done afresh.
 RAW_KEYS_MAX: Final = 4096
 
 
@@ -73,7 +73,6 @@ class Metrics:
         "sessions",
         "refusals",
         "_error_types",
-        "_by_request",
         "_by_method",
     )
 
@@ -98,34 +97,15 @@ class Metrics:
         #: status -> refusals.
         self.refusals: dict[int, int] = dict.fromkeys(sorted(REFUSAL_STATUSES), 0)
         self._error_types: dict[object, str] = {}
-        #: The series of the requests' own keys seen before (`RAW_KEYS_MAX`).
-        self._by_request: dict[tuple[str, str | None, int | None, bool, str], Histogram] = {}
         #: HTTP method -> status -> the series (the usual methods only).
         self._by_method: dict[str, dict[int, Histogram]] = {}
 
-    def operation(
-        self,
-        method: str,
-        name: str | None,
-        code: int | None,
-        is_error: bool,
-        version: str,
-        seconds: float,
-    ) -> None:
-        """One JSON-RPC request answered: `code` is its error code (None when
-        it has a result; `is_error`, a tool's result with ``isError``)."""
-        key = (method, name, code, is_error, version)
-        histogram = dict.get(self._by_request, key)
-        if histogram is None:
-            histogram = self._series(method, name, code, is_error, version)
-            if len(self._by_request) < RAW_KEYS_MAX:
-                self._by_request[key] = histogram
-        histogram.observe(seconds)
-
-    def _series(
+    def series(
         self, method: str, name: str | None, code: int | None, is_error: bool, version: str
     ) -> Histogram:
-        """The histogram of a request's labels: names nobody registered are ``other``."""
+        """The histogram of a JSON-RPC request's labels (names nobody
+        registered are ``other``): `code` is its error code (None when it has
+        a result; `is_error`, a tool's result with ``isError``)."""
         tool = prompt = ""
         if method == "tools/call":
             tool = name if type(name) is str and name in self.tools else OTHER

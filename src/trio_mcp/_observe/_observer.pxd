@@ -5,13 +5,15 @@
 # request a C call (it stays callable from Python).
 cimport cython
 from trio_mcp._observe._metrics cimport Metrics
-from trio_mcp._observe._access_log cimport AccessLog
+from trio_mcp._observe._access_log cimport AccessLog, Operation
+from trio_mcp._observe._metrics cimport Histogram
 
 @cython.final
 cdef class Observer:
     cdef public Metrics metrics
     cdef public AccessLog log
-    cdef public object server, gauges, _session_starts, _max_sessions
+    cdef public object server, gauges, _operations, _session_starts, _max_sessions
+    @cython.locals(operation=Operation, histogram=Histogram)
     cpdef answered(
         self, client, method, params, answer, status, version, principal, session_id, started
     )

@@ -17,8 +17,8 @@ from time import perf_counter
 from typing import Any, Final
 
 from .._config import MCPConfig
-from ._access_log import AccessLog, PrincipalText
-from ._metrics import Metrics
+from ._access_log import AccessLog, Operation, PrincipalText
+from ._metrics import RAW_KEYS_MAX, Metrics
 
 #: The methods that have a target, and the parameter that names it.
 _TARGETS: Final = {
@@ -36,7 +36,15 @@ class Observer:
     """Metrics and the access log of one endpoint (see the module docstring);
     either part may be None."""
 
-    __slots__ = ("metrics", "log", "server", "gauges", "_session_starts", "_max_sessions")
+    __slots__ = (
+        "metrics",
+        "log",
+        "server",
+        "gauges",
+        "_operations",
+        "_session_starts",
+        "_max_sessions",
+    )
 
     def __init__(self, metrics: Metrics | None, log: AccessLog | None, max_sessions: int) -> None:
         self.metrics = metrics
@@ -45,6 +53,9 @@ class Observer:
         self.server: Any = None
         #: Reads the endpoint's gauges at scrape time (set by the endpoint).
         self.gauges: Callable[[], Any] | None = None
+        #: (method, name, code, is_error, version) -> its `Operation`: the
+        #: requests' own keys, so that each costs one lookup (`RAW_KEYS_MAX`).
+        self._operations: dict[tuple[str, str | None, int | None, bool, str], Operation] = {}
         #: When each session that began here began (for its duration).
         self._session_starts: dict[str, float] = {}
         self._max_sessions = max_sessions
@@ -82,16 +93,34 @@ class Observer:
         if target is not None:
             found = dict.get(params, target)
             name = found if type(found) is str else None  # (a client's list is no key)
-        metrics = self.metrics
-        if metrics is not None:
-            metrics.operation(method, name, code, is_error, version, seconds)
+        key = (method, name, code, is_error, version)
+        operation = dict.get(self._operations, key)
+        if operation is None:
+            operation = self._operation(key)
+        histogram = operation.histogram
+        if histogram is not None:
+            histogram.observe(seconds)
             if code is not None and code == _TOO_MANY_REQUESTS and status != 429:
-                metrics.refused(429)  # (a quota's refusal inside a stream or a batch)
+                metrics = self.metrics
+                if metrics is not None:  # (it is: the histogram is its)
+                    metrics.refused(429)  # (a quota's refusal inside a stream or a batch)
         log = self.log
         if log is not None:
-            log.add(
-                (now, client, principal, version, method, name, status, code, seconds, session_id)
-            )
+            log.add((now, client, principal, operation, status, seconds, session_id))
+
+    def _operation(self, key: tuple[str, str | None, int | None, bool, str]) -> Operation:
+        """The `Operation` of a request's key seen for the first time (kept
+        unless `RAW_KEYS_MAX` keys are: clients that send ever new names get
+        theirs made afresh, and their series is ``other``)."""
+        method, name, code, is_error, version = key
+        metrics = self.metrics
+        histogram = (
+            metrics.series(method, name, code, is_error, version) if metrics is not None else None
+        )
+        operation = Operation(histogram, method, name, code, version)
+        if len(self._operations) < RAW_KEYS_MAX:
+            self._operations[key] = operation
+        return operation
 
     def http_answered(self, method: str, status: int, started: float) -> None:
         """An HTTP request was answered with `status` (the head sent)."""
