@@ -2,6 +2,7 @@
 
     PYTHONPATH=src python benchmarks/observe_overhead.py [--rounds 3] [--duration 10]
         [--warmup 2] [--connections 64] [--format text|json] [--no-pin]
+        [--features metrics,log]
 
 Runs the suite's ``call`` scenario (``suite.lua``: echo on a 2025-11-25
 session, JSON answers, one session per wrk thread) against
@@ -28,16 +29,18 @@ from load_mcp import ensure_extensions, open_session
 from suite import LUA, server_command
 
 
-def one_run(on: bool, args: argparse.Namespace, log_dir: Path) -> tuple[float, int]:
-    """Requests per second of one load run, and the access log's lines."""
+def one_run(on: bool, args: argparse.Namespace, log_dir: Path) -> tuple[float, float, int]:
+    """Requests per second of one load run, the server's CPU microseconds per
+    request, and the access log's lines."""
     port = free_port()
     cmd, env = server_command(
         "trio-mcp", port, sse=False, pin=args.pin, use_ext=True, links=log_dir
     )
     log = log_dir / f"access-{port}.log"
-    if on:
-        cmd += ["--metrics", "/metrics", "--access-log", str(log)]
-        cmd += ["--access-log-format", args.format]
+    if on and "metrics" in args.features:
+        cmd += ["--metrics", "/metrics"]
+    if on and "log" in args.features:
+        cmd += ["--access-log", str(log), "--access-log-format", args.format]
     server = ServerProcess("trio-mcp", cmd, env, port)
     try:
         server.wait_ready(timeout=30)
@@ -56,15 +59,20 @@ def one_run(on: bool, args: argparse.Namespace, log_dir: Path) -> tuple[float, i
 
         if args.warmup > 0:
             run_wrk(wrk(args.warmup), args.warmup)
-        result, _ = run_wrk(wrk(args.duration), args.duration)
+        load = wrk(args.duration)
+        cpu_before = server.cpu_seconds()
+        result, _ = run_wrk(load, args.duration)
+        cpu_after = server.cpu_seconds()
     finally:
         server.stop()
     e = result["errors"]
     errors = e["connect"] + e["read"] + e["write"] + e["timeout"] + result["non2xx"]
     if errors:
         raise SystemExit(f"{errors} errors in a run ({'on' if on else 'off'})")
-    lines = len(log.read_bytes().splitlines()) if on else 0
-    return result["requests"] / (result["duration_us"] / 1e6), lines
+    lines = len(log.read_bytes().splitlines()) if log.exists() else 0
+    assert cpu_before is not None and cpu_after is not None
+    cpu_us = (cpu_after - cpu_before) * 1e6 / result["requests"]
+    return result["requests"] / (result["duration_us"] / 1e6), cpu_us, lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,28 +84,42 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--no-pin", action="store_true")
+    parser.add_argument(
+        "--features", default="metrics,log", help="what 'on' turns on: metrics, log or both"
+    )
     args = parser.parse_args(argv)
     args.pin = not args.no_pin and can_pin()
     if not ensure_extensions():
         raise SystemExit("the compiled extensions are missing and could not be built")
     rates: dict[bool, list[float]] = {False: [], True: []}
-    pairs = []
+    cpus: dict[bool, list[float]] = {False: [], True: []}
+    pairs, cpu_pairs = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
             order = (False, True) if round_ % 2 == 0 else (True, False)
-            got = {}
+            got, cpu = {}, {}
             for on in order:
-                rate, lines = one_run(on, args, Path(tmp))
-                got[on] = rate
+                rate, cpu_us, lines = one_run(on, args, Path(tmp))
+                got[on], cpu[on] = rate, cpu_us
                 rates[on].append(rate)
+                cpus[on].append(cpu_us)
                 extra = f", {lines:,} log lines" if on else ""
                 print(
-                    f"round {round_ + 1} {'on ' if on else 'off'}: {rate:,.0f}/s{extra}", flush=True
+                    f"round {round_ + 1} {'on ' if on else 'off'}: {rate:,.0f}/s, "
+                    f"server CPU {cpu_us:.2f} us/request{extra}",
+                    flush=True,
                 )
             pairs.append(got[True] / got[False])
+            cpu_pairs.append(cpu[False] / cpu[True])
     off, on = statistics.median(rates[False]), statistics.median(rates[True])
     print(f"median off {off:,.0f}/s, on {on:,.0f}/s: on/off {on / off:.3f}")
     print("paired on/off per round: " + ", ".join(f"{r:.3f}" for r in pairs))
+    off_cpu, on_cpu = statistics.median(cpus[False]), statistics.median(cpus[True])
+    print(
+        f"server CPU per request, median: off {off_cpu:.2f} us, on {on_cpu:.2f} us: "
+        f"off/on {off_cpu / on_cpu:.3f} (the rate ratio of a saturated core)"
+    )
+    print("paired off/on CPU per round: " + ", ".join(f"{r:.3f}" for r in cpu_pairs))
     return 0
 
 
