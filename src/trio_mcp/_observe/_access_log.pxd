@@ -22,12 +22,14 @@ cdef class Operation:
 
 @cython.final
 cdef class LineFormatter:
-    cdef public object principal_text, _stamp, _prefix, _hashes, _principals
+    cdef public object principal_text, _stamp, _prefix, _hashes, _principals, _micros
     cdef public Py_ssize_t _ms, _second
     @cython.locals(ms=cython.Py_ssize_t, second=cython.Py_ssize_t)
     cpdef stamp(self, double wall)
     cpdef session(self, session_id)
     cpdef tuple principal(self, principal)
+    @cython.locals(us=cython.Py_ssize_t)
+    cpdef str micros(self, double seconds)
     @cython.locals(operation=Operation)
     cpdef text_line(self, tuple record, double offset)
     @cython.locals(operation=Operation)
@@ -35,5 +37,3 @@ cdef class LineFormatter:
 
 cpdef _status(Py_ssize_t status)
 
-@cython.locals(us=cython.Py_ssize_t)
-cpdef _micros(double seconds)

@@ -31,9 +31,9 @@ FLUSH_INTERVAL_S: Final = 0.05
 MAX_FIELD_CHARS: Final = 200
 #: How many session hashes, and text fields, the writer keeps from line to line.
 _KEPT: Final = 4096
-#: Durations below this many microseconds are written from a table.
+#: Durations below this many microseconds are written from a table (the
+#: writer's: nothing is made while the log is off).
 _MICROS_KEPT: Final = 10_000
-_MICROS: Final = tuple(f"{us}us" for us in range(_MICROS_KEPT))
 #: HTTP statuses as text, by number.
 _STATUSES: Final = tuple(str(status) for status in range(1000))
 _NO_PRINCIPAL: Final = ("-", '"-"')
@@ -191,7 +191,16 @@ class LineFormatter:
     to line is made once and kept, within bounds: the request's `Operation`
     fields, the millisecond's timestamp, a session's hash, a principal's text."""
 
-    __slots__ = ("principal_text", "_ms", "_stamp", "_second", "_prefix", "_hashes", "_principals")
+    __slots__ = (
+        "principal_text",
+        "_ms",
+        "_stamp",
+        "_second",
+        "_prefix",
+        "_hashes",
+        "_principals",
+        "_micros",
+    )
 
     def __init__(self, principal_text: PrincipalText = str) -> None:
         self.principal_text = principal_text
@@ -200,6 +209,12 @@ class LineFormatter:
         self._hashes: dict[str, str] = {}
         #: principal -> (its text field, its JSON value)
         self._principals: dict[object, tuple[str, str]] = {}
+        self._micros = tuple(f"{us}us" for us in range(_MICROS_KEPT))
+
+    def micros(self, seconds: float) -> str:
+        """A duration as text, in whole microseconds (``"123us"``)."""
+        us = int(seconds * 1e6)
+        return self._micros[us] if 0 <= us < _MICROS_KEPT else f"{us}us"
 
     def stamp(self, wall: float) -> str:
         """ISO 8601, UTC, milliseconds (made once a millisecond)."""
@@ -257,7 +272,8 @@ class LineFormatter:
         sid = self.session(session) or "-"
         return (
             f"{self.stamp(t + offset)} {client or '-'} {self.principal(principal)[0]} "
-            f"{operation.text} {_status(status)} {operation.code_text} {_micros(seconds)} {sid}\n"
+            f"{operation.text} {_status(status)} {operation.code_text} "
+            f"{self.micros(seconds)} {sid}\n"
         )
 
     def json_line(self, record: Record, offset: float) -> str:
@@ -274,12 +290,6 @@ class LineFormatter:
 
 def _status(status: int) -> str:
     return _STATUSES[status] if 0 <= status < 1000 else str(status)
-
-
-def _micros(seconds: float) -> str:
-    """A duration as text, in whole microseconds (``"123us"``)."""
-    us = int(seconds * 1e6)
-    return _MICROS[us] if 0 <= us < _MICROS_KEPT else f"{us}us"
 
 
 def session_hash(session_id: str) -> str:
