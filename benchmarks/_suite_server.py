@@ -20,7 +20,8 @@ has no ``store_item``):
   answer has the model as ``structuredContent`` and as JSON text;
 - the resource ``bench://blob-64k``: 65,536 characters of ``text/plain``.
 
-The configuration is the default one; the app's ``page_size`` is 1,000, so
+The configuration is the default one (``--metrics PATH`` and ``--access-log
+FILE`` turn those on, for ``observe_overhead.py``); the app's ``page_size`` is 1,000, so
 ``tools/list`` answers all 103 tools in one page, as the peers do.
 """
 
@@ -107,8 +108,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--metrics", metavar="PATH", help="metrics_path (off by default)")
+    parser.add_argument("--access-log", metavar="FILE", help="the access log, to FILE (off)")
+    parser.add_argument("--access-log-format", choices=("text", "json"), default="text")
     args = parser.parse_args(argv)
-    run_mcp(server, MCPConfig(http=ServerConfig(host=args.host, port=args.port)))
+    config = MCPConfig(
+        http=ServerConfig(host=args.host, port=args.port),
+        metrics_path=args.metrics,
+        access_log=args.access_log is not None,
+        access_log_path=args.access_log,
+        access_log_format=args.access_log_format,
+    )
+    run_mcp(server, config)
 
 
 if __name__ == "__main__":

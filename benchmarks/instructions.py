@@ -4,7 +4,7 @@ Run from a checkout with the dev interpreter (valgrind must be installed)::
 
     PYTHONPATH=src python benchmarks/instructions.py [--scenario call|initialize|sse]
         [--protocol 2025-11-25|2026-07-28] [--requests 20000] [--connections 8]
-        [--warmup 2000] [--json PATH]
+        [--warmup 2000] [--json PATH] [--server-args "--metrics /metrics ..."]
 
 Starts ``benchmarks/_suite_server.py`` (compiled extensions required) under
 ``valgrind --tool=callgrind`` on a free 127.0.0.1 port, sends ``--warmup``
@@ -128,6 +128,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                 str(SERVER_SCRIPT),
                 "--port",
                 str(port),
+                *args.server_args,
             ],
             env={**env, "TRIO_MCP_REQUIRE_EXTENSIONS": "1"},
             stdout=subprocess.DEVNULL,
@@ -178,7 +179,13 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2_000)
     parser.add_argument("--json", help="write the result here")
+    parser.add_argument(
+        "--server-args",
+        default="",
+        help="more arguments for _suite_server.py, e.g. '--metrics /metrics --access-log FILE'",
+    )
     args = parser.parse_args()
+    args.server_args = args.server_args.split()
     result = measure(args)
     print(
         f"{result['instructions_per_operation']:,} instructions per operation "

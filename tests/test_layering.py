@@ -50,10 +50,25 @@ ALLOWED: dict[str, frozenset[str]] = {
     "_app": frozenset({"base", "speedups", "_protocol"}),
     "_stores": frozenset({"base", "speedups", "_http", "_protocol"}),
     "_trio": frozenset({"base", "speedups", "_http"}),
-    "_mcp": frozenset({"base", "speedups", "_http", "_protocol", "_app", "_stores", "_trio"}),
+    # metrics and the access log: handed to _trio through _http's HTTPObserver
+    "_observe": frozenset({"base"}),
+    "_mcp": frozenset(
+        {"base", "speedups", "_http", "_protocol", "_app", "_stores", "_trio", "_observe"}
+    ),
     "_bench": frozenset({"base"}),
     "entry": frozenset(
-        {"base", "speedups", "_http", "_protocol", "_app", "_stores", "_trio", "_mcp", "_bench"}
+        {
+            "base",
+            "speedups",
+            "_http",
+            "_protocol",
+            "_app",
+            "_stores",
+            "_trio",
+            "_observe",
+            "_mcp",
+            "_bench",
+        }
     ),
 }
 #: Layers that never await and never import trio.

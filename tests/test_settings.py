@@ -48,6 +48,10 @@ SAMPLES: dict[str, object] = {
     "ssl_ca_certs": "clients-ca.pem",
     "ssl_cert_reqs": "required",
     "health_path": "/live",
+    "metrics_path": "/stats",
+    "access_log_format": "json",
+    "access_log_sample": 0.25,
+    "access_log_path": "access.log",
     "ready_path": "/ready",
 }
 #: What a setting is valid only beside (given in the file, the lowest source).
@@ -273,6 +277,12 @@ def test_printed_secrets_are_redacted(tmp_path) -> None:
     printed = render(resolved)
     assert "k-alpha" not in printed and "k-beta" not in printed
     assert f'request_state_keys = "{REDACTED}"  # --request-state-keys-file {keys}' in printed
+
+
+def test_metrics_takes_a_path_or_none() -> None:
+    assert resolve(_parse(["--metrics"]), {}).config.mcp.metrics_path == "/metrics"
+    assert resolve(_parse(["--metrics", "/m"]), {}).config.mcp.metrics_path == "/m"
+    assert resolve(_parse([]), {}).config.mcp.metrics_path is None
 
 
 def test_the_old_flag_names_still_work() -> None:

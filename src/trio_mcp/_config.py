@@ -339,6 +339,20 @@ class MCPConfig:
         ready_path: answers 200 while the server accepts new work, 503 from
             the first moment of a graceful shutdown (readiness); None turns
             it off. As ``health_path`` otherwise.
+        metrics_path: where GET answers Prometheus metrics (``/metrics``,
+            say); None (the default) keeps no metrics at all. Needs the
+            ``metrics`` extra (prometheus_client). Not authenticated, like a
+            health check: keep it off public networks.
+        access_log: write one line per JSON-RPC request (time, client,
+            principal, protocol version, method, tool/prompt/resource, HTTP
+            status, JSON-RPC code, duration, a short hash of the session id).
+        access_log_format: ``"text"`` (one space-separated line) or ``"json"``
+            (one JSON object a line).
+        access_log_sample: the fraction of requests logged (0 < x <= 1).
+        access_log_path: the file lines are appended to; None is stderr.
+        access_log_buffer_lines: the lines that may wait for the log's writer
+            thread; beyond, lines are dropped and counted (a slow disk or a
+            full pipe never slows requests down).
     """
 
     http: ServerConfig = ServerConfig()
@@ -376,6 +390,12 @@ class MCPConfig:
     traces: bool = False
     health_path: str | None = "/healthz"
     ready_path: str | None = "/readyz"
+    metrics_path: str | None = None
+    access_log: bool = False
+    access_log_format: str = "text"
+    access_log_sample: float = 1.0
+    access_log_path: str | None = None
+    access_log_buffer_lines: int = 10_000
 
     @property
     def sessions_per_client(self) -> int:
@@ -431,15 +451,21 @@ class MCPConfig:
             raise ValueError("max_sessions_per_client must be at least 1 (or None)")
         if not self.session_idle_timeout_s > 0:
             raise ValueError("session_idle_timeout_s must be positive")
+        if self.access_log_format not in ("text", "json"):
+            raise ValueError('access_log_format must be "text" or "json"')
+        if not 0 < self.access_log_sample <= 1:
+            raise ValueError("access_log_sample must be above 0 and at most 1")
+        if self.access_log_buffer_lines < 1:
+            raise ValueError("access_log_buffer_lines must be at least 1")
         self._check_probe_paths()
 
     def _check_probe_paths(self) -> None:
-        """The health and readiness paths: absolute, distinct, and not taken
+        """The health, readiness and metrics paths: absolute, distinct, and not taken
         by a path the endpoint serves (which is matched first)."""
         taken = {self.path, self.path + "/"}
         if self.legacy_sse and self.eras != "modern":
             taken |= {self.sse_path, self.messages_path}
-        for name in ("health_path", "ready_path"):
+        for name in ("health_path", "ready_path", "metrics_path"):
             probe = getattr(self, name)
             if probe is None:
                 continue

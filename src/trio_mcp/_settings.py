@@ -52,6 +52,8 @@ ALIASES: Final[Mapping[str, tuple[str, ...]]] = {
     "json_response_only": ("--json-response",),
     "gc_full_interval_s": ("--gc-full-interval",),
 }
+#: Flags whose value may be left out, and the value they then give.
+OPTIONAL_VALUE: Final[Mapping[str, tuple[str, str]]] = {"metrics_path": ("--metrics", "/metrics")}
 REDACTED: Final = "<redacted>"
 DEFAULT: Final = "default"
 
@@ -279,6 +281,17 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         group = groups[setting.path[:-1]]
         text = setting.help.replace("%", "%%")
         names = (setting.flag, *ALIASES.get(setting.name, ()))
+        if setting.name in OPTIONAL_VALUE:
+            flag, const = OPTIONAL_VALUE[setting.name]
+            group.add_argument(
+                flag,
+                dest=setting.name,
+                nargs="?",
+                const=const,
+                metavar="PATH",
+                default=argparse.SUPPRESS,
+                help=f"the same as {setting.flag}, {const} when no PATH is given",
+            )
         if setting.secret:
             group.add_argument(
                 f"{setting.flag}-file",

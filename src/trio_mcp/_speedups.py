@@ -113,6 +113,9 @@ SOURCE_COMPILED_MODULES = (
     "_mcp._modern_era",
     "_mcp._http_sse",
     "_mcp._endpoint",
+    "_observe._metrics",
+    "_observe._access_log",
+    "_observe._observer",
 )
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -22,7 +22,7 @@ cdef class HTTP11Connection:
     cdef public object _continue_due, _request_keep_alive, _request_minor, _head_request
     cdef public object _requests_left, _eof, _max_body, _max_head, _max_line
     cdef public object _max_headers
-    cdef public object phase, must_close, draining, client, proxy, scheme
+    cdef public object phase, must_close, draining, client, proxy, scheme, status
     @cython.locals(method_bytes=bytes, target_bytes=bytes)
     cpdef _read_body(self)
     cpdef _decide_close(self, streaming)

@@ -254,6 +254,7 @@ class HTTP11Connection:
         "client",
         "proxy",
         "scheme",
+        "status",
     )
 
     def __init__(self, config: ServerConfig) -> None:
@@ -292,6 +293,8 @@ class HTTP11Connection:
         #: The scheme the client used to reach us ("https" over TLS), for
         #: requests whose proxy says none.
         self.scheme = "http"
+        #: The status of the last response whose head was made (for metrics).
+        self.status = 0
 
     # ---- bytes in -------------------------------------------------------
 
@@ -476,6 +479,7 @@ class HTTP11Connection:
     def _head_bytes(
         self, status: int, headers: Iterable[tuple[bytes, bytes]], date: bytes, framing: bytes
     ) -> list[bytes]:
+        self.status = status
         parts = [status_line(status), b"date: ", date, _CRLF]
         for name, value in headers:
             parts += (name, b": ", value, _CRLF)
@@ -494,7 +498,7 @@ class HTTP11Connection:
         if self.phase is not RESPONDING:
             raise LocalProtocolError("no request is waiting for a response")
         close = self._decide_close(streaming=False)
-        status = response.status
+        self.status = status = response.status
         body = response.body
         parts = [dict.get(_STATUS_LINES, status) or status_line(status), b"date: ", date]
         for name, value in response.headers:

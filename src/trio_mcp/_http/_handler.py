@@ -209,6 +209,25 @@ class DrainStages(Protocol):
     async def deadline_passed(self) -> None:
         """Finish what the handler runs outside the server's connections
         (cancel it, with an error answer where one is owed)."""
+
+
+class HTTPObserver(Protocol):
+    """What the server reports, when the application it serves has an
+    ``observer`` attribute that is not None (metrics): read once, when the
+    server is made, so an application without one costs nothing per request."""
+
+    def serving(self, server: object) -> None:
+        """The server that serves the application (for gauges read later)."""
+        ...
+
+    def http_answered(self, method: str, status: int, started: float) -> None:
+        """A request was answered with `status`; `started` is the
+        ``time.perf_counter()`` of its arrival (complete)."""
+        ...
+
+    def refused(self, status: int) -> None:
+        """A refusal with no request to go with (at accept, a body over the
+        budget, a request that could not be read)."""
         ...
 
 

@@ -35,9 +35,10 @@ from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
 from .._json import dumps
 from .._logs import default_logging
+from .._observe import Observer, observer_for
 from .._protocol._admission import ALLOW, Admission, cors_headers, preflight_headers
 from .._protocol._answers import JSON_HEADERS, refuse, rejection_response
-from .._protocol._envelope import MODERN_VERSIONS, is_modern
+from .._protocol._envelope import ALL_VERSIONS, MODERN_VERSIONS, is_modern
 from .._protocol._jsonrpc import (
     UNSUPPORTED_PROTOCOL_VERSION,
     Invalid,
@@ -128,6 +129,9 @@ class MCPEndpoint:
         "_health_path",
         "_ready_path",
         "ready",
+        "observer",
+        "_metrics_path",
+        "_exposition",
     )
 
     def __init__(
@@ -178,6 +182,28 @@ class MCPEndpoint:
         #: Whether the endpoint accepts new work (what ``ready_path`` says):
         #: from the start of `running` until a graceful shutdown begins.
         self.ready = False
+        #: Metrics and the access log: None when both are off (the request
+        #: path then tests this once where a request ends). The HTTP server
+        #: finds it here (`HTTPObserver`).
+        self.observer: Observer | None = observer_for(
+            config,
+            {*self.runner.dispatch.methods, "initialize", "subscriptions/listen"},
+            app.tools,
+            app.prompts,
+            ALL_VERSIONS,
+            principal_key,
+        )
+        self._metrics_path = config.metrics_path
+        self._exposition: Any = None
+        observer = self.observer
+        if observer is not None:
+            observer.gauges = self.statistics
+            for part in (self.streamable, self.modern, self.http_sse, self.handshake, self.sweeper):
+                part.observer = observer
+            if config.metrics_path is not None:
+                from .._observe._exposition import Exposition
+
+                self._exposition = Exposition(observer)
 
     def statistics(self) -> MCPStatistics:
         """A snapshot of what the endpoint holds in this process."""
@@ -221,7 +247,7 @@ class MCPEndpoint:
         return response
 
     def _elsewhere(self, request: Request) -> Response:
-        """A path that is none of the endpoint's: a probe, or 404.
+        """A path that is none of the endpoint's: the metrics, a probe, or 404.
 
         The probes skip the Origin and Host checks and authentication: a
         load balancer's probe comes with an address for Host and no
@@ -230,6 +256,8 @@ class MCPEndpoint:
         no CORS headers it cannot even read that). Nothing logs them.
         """
         path = request.path
+        if path == self._metrics_path:
+            return self._metrics(request)
         if path == self._health_path:
             status, body = 200, b"ok\n"
         elif path == self._ready_path:
@@ -239,6 +267,14 @@ class MCPEndpoint:
         if request.method not in ("GET", "HEAD"):
             return Response(405, _PROBE_METHODS)
         return Response(status, _PROBE_HEADERS, body)
+
+    def _metrics(self, request: Request) -> Response:
+        """The metrics in the Prometheus text format (GET only; like a health
+        check, no Host, Origin or authentication check)."""
+        if request.method != "GET":
+            return Response(405, [(b"allow", b"GET")])
+        exposition = self._exposition
+        return Response(200, [(b"content-type", exposition.content_type)], exposition.render())
 
     def _route_endpoint(self, request: Request, cors: Headers) -> Response | DeferredResponse:
         """The endpoint's methods (a Response's CORS headers are added by `route`)."""
@@ -376,6 +412,9 @@ class MCPEndpoint:
             if self.app.lifespan is not None:
                 state = await stack.enter_async_context(self.app.lifespan(self.app))
                 self.runner.lifespan_state = state
+            if self.observer is not None:
+                self.observer.open()
+                stack.push_async_callback(self._close_observer, self.observer)
             nursery = await stack.enter_async_context(trio.open_nursery())
             self.http_sse.nursery = nursery
             await nursery.start(self.broadcaster.run)
@@ -391,6 +430,12 @@ class MCPEndpoint:
                 self.stores.bus.close_all()
                 nursery.cancel_scope.cancel()  # the sweeper and any HTTP+SSE requests
                 self.runner.lifespan_state = None
+
+    async def _close_observer(self, observer: Observer) -> None:
+        """The access log's last lines written, even when the run was cancelled
+        (waits up to ``CLOSE_WAIT_S`` for a writer stuck on a full pipe)."""
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(observer.close)
 
     @property
     def lifespan_state(self) -> Any:

@@ -15,4 +15,4 @@ cdef class Broadcaster:
 
 @cython.final
 cdef class Sweeper:
-    cdef public object sessions, events, bus, requests, interval_s
+    cdef public object sessions, events, bus, requests, interval_s, observer

@@ -14,7 +14,7 @@ shared state only through the stores.
 from __future__ import annotations
 
 import logging
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -26,6 +26,9 @@ from .._speedups import format_event
 from .._stores._stores import Stores
 from .._trio._tasks import guarded
 from ._streams import MESSAGE, PostStream
+
+if TYPE_CHECKING:
+    from .._observe import Observer
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -182,7 +185,7 @@ class Broadcaster:
 class Sweeper:
     """Expires idle sessions and old events, and frees what ended sessions held."""
 
-    __slots__ = ("sessions", "events", "bus", "requests", "interval_s")
+    __slots__ = ("sessions", "events", "bus", "requests", "interval_s", "observer")
 
     def __init__(self, config: MCPConfig, stores: Stores) -> None:
         self.sessions = stores.sessions
@@ -192,6 +195,8 @@ class Sweeper:
         #: How often idle sessions and old events are swept; the session
         #: store's grace of two intervals covers how far its clock reading lags.
         self.interval_s = sweep_interval_s(config)
+        #: Told when a session ends (None: metrics are off).
+        self.observer: Observer | None = None
 
     async def run(self) -> None:
         """Sweep until cancelled."""
@@ -213,6 +218,8 @@ class Sweeper:
     async def release(self, session_id: str) -> None:
         """Free everything a session that ended holds: its running requests,
         its streams, its event buffers. Every way a session ends comes here."""
+        if self.observer is not None:
+            self.observer.session_ended(session_id)
         self.requests.release(session_id)
         self.bus.release(session_id)
         await self.events.drop_session(session_id)

@@ -8,7 +8,7 @@ from trio_mcp._protocol._jsonrpc cimport RPCRequest
 
 @cython.final
 cdef class Handshake:
-    cdef public object app, config, sessions, _server_info_key, _server_info
+    cdef public object app, config, sessions, _server_info_key, _server_info, observer
     cpdef server_info(self)
     cpdef initialize_result(self, params)
     cpdef initialize_nowait(self, RPCRequest message, principal, batch, owner)

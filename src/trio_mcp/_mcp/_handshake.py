@@ -8,7 +8,7 @@ Shared by the transports that answer an initialize (the 2025 POST, the
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._app._server import Server
 from .._config import MCPConfig
@@ -21,13 +21,16 @@ from .._protocol._revisions import negotiate
 from .._protocol._sessions import Session
 from .._stores._sessions import SessionStore
 
+if TYPE_CHECKING:
+    from .._observe import Observer
+
 
 class Handshake:
     """``serverInfo`` (one shared dict, rebuilt when the app's name, version or
     title changes), the InitializeResult of one application, and the answer
     to an initialize with its new session."""
 
-    __slots__ = ("app", "config", "sessions", "_server_info_key", "_server_info")
+    __slots__ = ("app", "config", "sessions", "_server_info_key", "_server_info", "observer")
 
     def __init__(self, app: Server, config: MCPConfig, sessions: SessionStore) -> None:
         self.app = app
@@ -36,6 +39,8 @@ class Handshake:
         self.sessions = sessions
         self._server_info_key: tuple[str, str, str | None] | None = None
         self._server_info: dict[str, Any] = {}
+        #: Told when a session begins (None: metrics are off).
+        self.observer: Observer | None = None
 
     def server_info(self) -> dict[str, Any]:
         """The serverInfo object (callers must not modify it)."""
@@ -93,6 +98,8 @@ class Handshake:
             )
         except SessionsFull as full:
             return rejection_response(sessions_full(full))
+        if self.observer is not None:
+            self.observer.session_started(session.id)
         return _welcome(message, result, session)
 
     async def initialize_session(self, session_id: str, message: RPCRequest) -> dict[str, Any]:
@@ -116,6 +123,8 @@ class Handshake:
             )
         except SessionsFull as full:
             return rejection_response(sessions_full(full))
+        if self.observer is not None:
+            self.observer.session_started(session.id)
         return _welcome(message, result, session)
 
 

@@ -10,4 +10,5 @@ from trio_mcp._mcp._runner cimport RequestRunner
 cdef class HTTPSSETransport:
     cdef public object config, sessions, bus, sweeper, handshake, nursery, _answering
     cdef public object _running, _open_streams, _draining, _stopping, _quiet
+    cdef public object observer
     cdef public RequestRunner runner

@@ -15,7 +15,8 @@ requests are cancelled and answered with the shutdown error there.
 from __future__ import annotations
 
 from functools import partial
-from typing import Final
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -43,6 +44,9 @@ from ._handshake import Handshake
 from ._runner import RequestRunner
 from ._streams import SSE_HEADERS, Outbox, SSEStream
 
+if TYPE_CHECKING:
+    from .._observe import Observer
+
 #: The revision of the sessions this transport opens (until their initialize).
 HTTP_SSE_VERSION: Final = "2024-11-05"
 
@@ -64,6 +68,7 @@ class HTTPSSETransport:
         "_draining",
         "_stopping",
         "_quiet",
+        "observer",
     )
 
     def __init__(
@@ -93,6 +98,8 @@ class HTTPSSETransport:
         self._draining = False
         self._stopping = False
         self._quiet: trio.Event | None = None
+        #: Metrics and the access log (None: both off).
+        self.observer: Observer | None = None
 
     def check_open(self, request: Request) -> None:
         """GET /sse's refusals before authentication: its Accept (406), and an
@@ -128,6 +135,8 @@ class HTTPSSETransport:
         except SessionsFull as full:
             await writer.respond(rejection_response(sessions_full(full), cors))
             return
+        if self.observer is not None:
+            self.observer.session_started(session.id)
         outbox = Outbox(self.config.stream_queue_bytes)
         self._open_streams += 1
         try:
@@ -215,7 +224,8 @@ class HTTPSSETransport:
     ) -> None:
         """Run one request and send its answer on the session's stream (none when
         the client cancelled it)."""
-        answer = None
+        started = perf_counter()
+        answer: dict[str, Any] | None = None
         timeout = self.config.request_timeout_s
         scope = trio.CancelScope(deadline=trio.current_time() + timeout)
         if self._stopping:
@@ -236,6 +246,19 @@ class HTTPSSETransport:
                 await stream.emit(answer_bytes(answer))
         finally:
             self._running.discard(scope)
+            if self.observer is not None:
+                self.observer.answered(
+                    request.client,
+                    message.method,
+                    message.params,
+                    answer,
+                    # (the POST's status: the answer went on the stream)
+                    202 if answer is not None else 499,
+                    session.protocol_version,
+                    principal,
+                    session.id,
+                    started,
+                )
             left = self._answering[session.id] - 1
             if left:
                 self._answering[session.id] = left

@@ -13,7 +13,7 @@ from trio_mcp._mcp._runner cimport RequestRunner
 
 @cython.final
 cdef class ModernTransport:
-    cdef public object app, config, bus
+    cdef public object app, config, bus, observer
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster
     cdef public Handshake handshake

@@ -13,7 +13,8 @@ cache hints.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Final
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -48,6 +49,9 @@ from ._handshake import Handshake
 from ._runner import RequestRunner
 from ._streams import MESSAGE, SSE_HEADERS, Listener, PostStream
 
+if TYPE_CHECKING:
+    from .._observe import Observer
+
 #: The results that carry cache hints.
 _CACHEABLE: Final = frozenset(
     {
@@ -71,7 +75,7 @@ _LISTEN_FLAGS: Final = {
 class ModernTransport:
     """The 2026-07-28 POST and subscriptions/listen (see the module docstring)."""
 
-    __slots__ = ("app", "config", "bus", "runner", "broadcaster", "handshake")
+    __slots__ = ("app", "config", "bus", "runner", "broadcaster", "handshake", "observer")
 
     def __init__(
         self,
@@ -89,6 +93,8 @@ class ModernTransport:
         self.runner = runner
         self.broadcaster = broadcaster
         self.handshake = handshake
+        #: Metrics and the access log (None: both off).
+        self.observer: Observer | None = None
 
     def post(
         self, request: Request, message: Message | Invalid, principal: object, cors: Headers
@@ -163,6 +169,10 @@ class ModernTransport:
         stream = PostStream(self.broadcaster, writer, None, envelope.version, cors)
         # closing the response stream cancels the request (SEP-2575)
         stream.on_broken = stream.cancel_scope.cancel
+        observer = self.observer
+        started = perf_counter() if observer is not None else 0.0
+        answer: dict[str, Any] | None = None
+        status = 499  # (unless an answer goes out: its client went, or it ran too long)
         try:
             try:
                 answer = await runner.run(message, stream, request.headers, principal, envelope)
@@ -179,6 +189,7 @@ class ModernTransport:
             except UNENCODABLE:
                 body = answer_bytes(answer)
             if writer.started:
+                status = 200
                 await stream.emit(body, last=True)
             else:
                 # (an answer has a result or an error: only an error needs looking at)
@@ -190,6 +201,18 @@ class ModernTransport:
                     await writer.send_rest(rest)
         finally:
             stream.finish()
+            if observer is not None:
+                observer.answered(
+                    request.client,
+                    message.method,
+                    message.params,
+                    answer,
+                    status,
+                    envelope.version,
+                    principal,
+                    None,
+                    started,
+                )
 
     def decorate(self, method: str, result: dict[str, Any]) -> None:
         """What every modern result carries: resultType, serverInfo, cache hints."""

@@ -7,13 +7,15 @@ cimport cython
 from trio_mcp._http._connection cimport Request
 from trio_mcp._protocol._jsonrpc cimport RPCRequest
 from trio_mcp._protocol._sessions cimport Session
+from trio_mcp._observe._observer cimport Observer as CObserver
+from trio_mcp._mcp._streams cimport PostStream
 from trio_mcp._mcp._fanout cimport Broadcaster, Sweeper
 from trio_mcp._mcp._handshake cimport Handshake
 from trio_mcp._mcp._runner cimport RequestRunner
 
 @cython.final
 cdef class SessionsTransport:
-    cdef public object config, sessions, events, bus
+    cdef public object config, sessions, events, bus, observer
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster
     cdef public Sweeper sweeper
@@ -23,3 +25,9 @@ cdef class SessionsTransport:
     cpdef _deferred(self, Request request, session, version, messages, batch, principal, cors)
     @cython.locals(runner=RequestRunner)
     cpdef _accepted(self, messages, batch, version, session)
+
+@cython.locals(rpc=RPCRequest, session=Session, answered=cython.Py_ssize_t)
+cpdef _observe(
+    CObserver observer, Request request, PostStream stream, list messages, batch, list answers,
+    principal, started
+)

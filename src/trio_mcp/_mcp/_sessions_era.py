@@ -16,7 +16,8 @@ written.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, Final
+from time import perf_counter
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -24,7 +25,7 @@ from .._config import MCPConfig
 from .._errors import EventsLost, MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
-from .._json import dumps
+from .._json import dumps, loads
 from .._protocol._answers import (
     FORBIDDEN,
     JSON_HEADERS,
@@ -53,6 +54,9 @@ from ._handshake import Handshake
 from ._runner import Refused, RequestRunner
 from ._streams import MESSAGE, SSE_HEADERS, Outbox, PostStream
 
+if TYPE_CHECKING:
+    from .._observe import Observer
+
 #: A session's protocol version as the MCP-Protocol-Version header value: its
 #: requests' headers are compared without decoding them.
 _HEADER_VALUES: Final = {version: version.encode("latin-1") for version in LEGACY_VERSIONS}
@@ -70,6 +74,7 @@ class SessionsTransport:
         "broadcaster",
         "sweeper",
         "handshake",
+        "observer",
     )
 
     def __init__(
@@ -89,6 +94,7 @@ class SessionsTransport:
         self.broadcaster = broadcaster
         self.sweeper = sweeper
         self.handshake = handshake
+        self.observer: Observer | None = None  # (metrics and the access log; None: off)
 
     def check_session(
         self, session: Session | None, request: Request, principal: object
@@ -155,11 +161,13 @@ class SessionsTransport:
             owner = session_owner(principal, request.client, self.runner.principal_key)
             if self.runner.app.authorize is None:
                 try:
-                    return self.handshake.initialize_nowait(initialize, principal, batch, owner)
+                    response = self.handshake.initialize_nowait(initialize, principal, batch, owner)
                 except trio.WouldBlock:
                     pass
+                else:
+                    return _initialized(self.observer, request, initialize, response, principal)
             return DeferredResponse(
-                partial(self._initialize, initialize, principal, batch, owner, cors)
+                partial(_initialize, self, request, initialize, principal, batch, owner, cors)
             )
         return self._deferred(request, None, version, messages, batch, principal, cors)
 
@@ -263,6 +271,8 @@ class SessionsTransport:
         writer: ResponseWriter,
     ) -> None:
         """Answer the requests of one POST."""
+        observer = self.observer
+        started = perf_counter() if observer is not None else 0.0
         writer.time_limit_s = self.config.request_timeout_s
         stream = PostStream(self.broadcaster, writer, session, version, cors)
         runner = self.runner
@@ -301,6 +311,8 @@ class SessionsTransport:
                     await writer.send_rest(rest)
         finally:
             stream.finish()
+            if observer is not None:
+                _observe(observer, request, stream, messages, batch, answers, principal, started)
 
     async def _authorized(
         self,
@@ -326,28 +338,6 @@ class SessionsTransport:
             for m in messages
         ]
         await self._answer(request, session, version, messages, batch, principal, cors, writer)
-
-    async def _initialize(
-        self,
-        message: RPCRequest,
-        principal: object,
-        batch: bool,
-        owner: str,
-        cors: Headers,
-        writer: ResponseWriter,
-    ) -> None:
-        """`Handshake.initialize_nowait` behind an authorize hook, or with a store to wait for."""
-        runner = self.runner
-        if runner.app.authorize is not None and await runner.denied([message], principal):
-            await writer.respond(forbidden(message.id, cors))
-            return
-        try:
-            response = self.handshake.initialize_nowait(message, principal, batch, owner)
-        except trio.WouldBlock:
-            response = await self.handshake.initialize(message, principal, owner)
-        if cors:
-            response.headers = response.headers + cors
-        await writer.respond(response)
 
     # ---- GET: the session's stream, and resumption ------------------------------
 
@@ -484,3 +474,104 @@ async def _answer_late(
         elif type(message) is Invalid:
             answers.append(error_message(message.id, message.error))
     await stream.answer_late(answer_bytes(answers if batch else answers[0]), 200)
+
+
+async def _initialize(
+    transport: SessionsTransport,
+    request: Request,
+    message: RPCRequest,
+    principal: object,
+    batch: bool,
+    owner: str,
+    cors: Headers,
+    writer: ResponseWriter,
+) -> None:
+    """`Handshake.initialize_nowait` behind an authorize hook, or with a store
+    to wait for (a function, not a method: the class keeps to its budget)."""
+    runner, handshake = transport.runner, transport.handshake
+    if runner.app.authorize is not None and await runner.denied([message], principal):
+        await writer.respond(forbidden(message.id, cors))
+        return
+    try:
+        response = handshake.initialize_nowait(message, principal, batch, owner)
+    except trio.WouldBlock:
+        response = await handshake.initialize(message, principal, owner)
+    response = _initialized(transport.observer, request, message, response, principal)
+    if cors:
+        response.headers = response.headers + cors
+    await writer.respond(response)
+
+
+def _observe(
+    observer: Observer,
+    request: Request,
+    stream: PostStream,
+    messages: list[Message | Invalid],
+    batch: bool,
+    answers: list[dict[str, Any]],
+    principal: object,
+    started: float,
+) -> None:
+    """Report a POST's requests to the observer, each with its answer (None
+    for one the POST did not finish: its client went, or it ran too long,
+    which the access log shows as status 499). The POST's status is 200 but
+    for a single request a quota refused before it ran (429)."""
+    client = request.client
+    session = stream.session
+    session_id = session.id if session is not None else None
+    version = stream.version
+    status = 429 if not batch and answers and type(answers[0]) is Refused else 200
+    answered = 0
+    for message in messages:
+        if type(message) is Invalid:
+            answered += 1
+        elif type(message) is RPCRequest:
+            rpc = message  # (typed RPCRequest in the .pxd)
+            answer = answers[answered] if answered < len(answers) else None
+            answered += 1
+            observer.answered(
+                client,
+                rpc.method,
+                rpc.params,
+                answer,
+                status if answer is not None else 499,
+                version,
+                principal,
+                session_id,
+                started,
+            )
+
+
+def _initialized(
+    observer: Observer | None,
+    request: Request,
+    message: RPCRequest,
+    response: Response,
+    principal: object,
+) -> Response:
+    """`response`, the answer to an initialize, reported to the observer if
+    there is one (a rare request: its error, if any, is read back from its body)."""
+    if observer is None:
+        return response
+    answer = loads(response.body) if response.body else None
+    if not isinstance(answer, dict):
+        answer = None
+    raw = dict(response.headers).get(b"mcp-session-id")
+    observer.answered(
+        request.client,
+        message.method,
+        message.params,
+        answer,
+        response.status,
+        HEADERLESS_VERSION if answer is None else _negotiated(answer),
+        principal,
+        raw.decode("latin-1") if raw is not None else None,
+        perf_counter(),
+    )
+    return response
+
+
+def _negotiated(answer: dict[str, Any]) -> str:
+    result = answer.get("result")
+    version = result.get("protocolVersion") if isinstance(result, dict) else None
+    return version if isinstance(version, str) else HEADERLESS_VERSION

@@ -10,5 +10,5 @@ cdef class HTTPServer:
     cdef public object handler, _route, _call, config, sockets, _connections
     cdef public object _connections_total, _requests_total, _shutdown, timeout_tick_s
     cdef public DateCache _dates
-    cdef public object _batch, quota, _refused, _limits, _interruptible, tls
+    cdef public object _batch, quota, _refused, _limits, _interruptible, tls, observer
     cdef public object _stages, _listener_closed

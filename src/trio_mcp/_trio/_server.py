@@ -32,6 +32,7 @@ from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from math import inf
+from time import perf_counter
 from typing import Any, Final, final
 
 import trio
@@ -57,6 +58,7 @@ from .._http._handler import (
     DrainStages,
     Handler,
     HandlerFunction,
+    HTTPObserver,
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
@@ -135,6 +137,7 @@ class HTTPServer:
         "tls",
         "_stages",
         "_listener_closed",
+        "observer",
     )
 
     def __init__(
@@ -144,10 +147,8 @@ class HTTPServer:
         *,
         tls: ssl.SSLContext | None = None,
     ) -> None:
-        """`tls`: the SSL context built from `config` already (`run` builds it
-        before trio starts); by default it is built here, when
-        ``config.ssl_certfile`` is set. A certificate or key that cannot be
-        used raises `TLSConfigError`."""
+        """`tls`: the SSL context, if made (`run` makes it first); else made
+        here from ``config.ssl_certfile`` (`TLSConfigError` if unusable)."""
         self.handler = handler
         # Which kind of application this is, decided once: a `Handler` routes
         # each request synchronously, a function is awaited for each.
@@ -185,6 +186,11 @@ class HTTPServer:
         #: The graceful shutdown has closed the listener: a request that
         #: arrives now on a connection still open gets 503.
         self._listener_closed = False
+        #: Where requests answered and refusals are reported (metrics): the
+        #: handler's ``observer``, None (nothing reported) when it has none.
+        self.observer: HTTPObserver | None = getattr(handler, "observer", None)
+        if self.observer is not None:
+            self.observer.serving(self)
 
     @property
     def ports(self) -> list[int]:
@@ -201,6 +207,11 @@ class HTTPServer:
             connections_refused=self._refused,
             heads_waiting=self._limits.heads_waiting,
         )
+
+    def active_requests(self) -> int:
+        """Requests whose deferred answers are being produced now (event
+        streams included); counted when asked, so requests pay nothing."""
+        return sum(1 for conn in self._connections if conn.answering is not None)
 
     def shutdown(self) -> None:
         """Start a graceful shutdown (the module's docstring says its steps);
@@ -276,7 +287,7 @@ class HTTPServer:
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
         quota = self.quota
-        serve_socket = self._serve_socket if self.tls is None else self._serve_tls_socket
+        serve_socket = self._serve_socket
         ip = listener.family in (socket.AF_INET, socket.AF_INET6)
         while True:
             try:
@@ -297,6 +308,8 @@ class HTTPServer:
             if group is None:
                 self._refused += 1
                 refuse(sock, quota.refusal(host, trio.current_time()))
+                if self.observer is not None:
+                    self.observer.refused(503)
             else:
                 spawn(connections, "a connection", serve_socket, sock, group, host)
             accepted += 1
@@ -305,29 +318,22 @@ class HTTPServer:
                 await trio.lowlevel.checkpoint()
 
     async def _serve_socket(self, sock: socket.socket, group: str, host: str) -> None:
+        config = self.config
+        context = self.tls
         try:
             try:
-                io = SocketIO(sock, self._batch, self.config.write_timeout_s)
+                # (over TLS no batch-end sends, and no interrupt of an overdue
+                # head: _tls.py says why)
+                batch = self._batch if context is None else None
+                io = SocketIO(sock, batch, config.write_timeout_s)
             except OSError:
                 sock.close()  # reset before we got to it
                 return
-            await self._serve(io, host, io if self._interruptible else None, group)
-        finally:
-            self.quota.leave(group)
-
-    async def _serve_tls_socket(self, sock: socket.socket, group: str, host: str) -> None:
-        context = self.tls
-        assert context is not None
-        config = self.config
-        try:
-            try:
-                # (no batch-end sends, and no interrupt of an overdue head: _tls.py)
-                raw = SocketIO(sock, None, config.write_timeout_s)
-            except OSError:
-                sock.close()
-                return
-            tls = TLSStream(raw, context, config.receive_chunk_bytes)
-            await self._serve(tls, host, None, group, tls)
+            if context is None:
+                await self._serve(io, host, io if self._interruptible else None, group)
+            else:
+                tls = TLSStream(io, context, config.receive_chunk_bytes)
+                await self._serve(tls, host, None, group, tls)
         finally:
             self.quota.leave(group)
 
@@ -389,8 +395,10 @@ class HTTPServer:
         receive_data = http.receive_data
         receive_some = stream.receive_some
         limit_phase = conn.limit_phase
-        finish_deferred = self._finish_deferred
+        finish_deferred = _finish_deferred
         idle_timeout = config.idle_timeout_s
+        observer = self.observer
+        started = 0.0
         limited_phase: Phase | None = None
         holding = 0  # the bytes of the bodies' budget this request's body holds
         while True:
@@ -399,6 +407,8 @@ class HTTPServer:
             except RemoteProtocolError as exc:
                 limit_phase(write_timeout)
                 await _send_quietly(stream, http.error_response(exc, dates.get()))
+                if observer is not None:
+                    observer.refused(exc.status)
                 return False
             if event is NEED_DATA:
                 phase = http.phase
@@ -420,6 +430,8 @@ class HTTPServer:
                             holding = 0
                             refusal = self.quota.bodies_refusal(trio.current_time())
                             await _send_quietly(stream, refusal)
+                            if observer is not None:
+                                observer.refused(503)
                             return False
                         conn.holding = holding  # (for the connection's end)
                 conn.waiting_idle = phase is IDLE
@@ -445,6 +457,9 @@ class HTTPServer:
             limited_phase = None
             conn.limit = inf
             response: Answer
+            if observer is not None:
+                started = perf_counter()
+                method = event.method
             try:
                 if self._listener_closed:
                     response = _SHUTTING_DOWN
@@ -495,22 +510,25 @@ class HTTPServer:
                 conn.limit_phase(write_timeout)
                 if not await _send_streaming(stream, conn, response, write_timeout, dates):
                     return True
+            if observer is not None:
+                observer.http_answered(method, http.status, started)
             if http.must_close:
                 return False
 
-    async def _finish_deferred(self, writer: ConnectionWriter, failed: bool) -> bool:
-        """After a DeferredResponse that failed (`failed`) or did not finish its
-        answer: a 500 if it wrote nothing, the end of its stream if it started
-        one; False when the answer must be cut short or the peer went away."""
-        if writer.state is NEW:
-            if not failed:
-                logger.error("a deferred response wrote nothing; answering 500")
-            await writer.respond(_INTERNAL_ERROR)
-        elif failed:
-            return False  # cut the stream short: the client sees it incomplete
-        elif writer.state is STREAMING:
-            await writer.end()
-        return not writer.broken
+
+async def _finish_deferred(writer: ConnectionWriter, failed: bool) -> bool:
+    """After a DeferredResponse that failed (`failed`) or did not finish its
+    answer: a 500 if it wrote nothing, the end of its stream if it started
+    one; False when the answer must be cut short or the peer went away."""
+    if writer.state is NEW:
+        if not failed:
+            logger.error("a deferred response wrote nothing; answering 500")
+        await writer.respond(_INTERNAL_ERROR)
+    elif failed:
+        return False  # cut the stream short: the client sees it incomplete
+    elif writer.state is STREAMING:
+        await writer.end()
+    return not writer.broken
 
 
 async def _stop_at(
