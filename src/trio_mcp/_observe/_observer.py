@@ -17,6 +17,7 @@ from time import perf_counter
 from typing import Any, Final
 
 from .._config import MCPConfig
+from .._errors import StartupError
 from ._access_log import AccessLog, Operation, PrincipalText
 from ._metrics import RAW_KEYS_MAX, Metrics
 
@@ -183,9 +184,8 @@ def observer_for(
         try:
             import prometheus_client  # noqa: F401
         except ImportError:
-            raise RuntimeError(
-                "metrics need prometheus_client: install trio-mcp[metrics] "
-                "(or pip install prometheus-client)"
+            raise StartupError(
+                "metrics need prometheus_client: pip install 'trio-mcp[metrics]'"
             ) from None
         metrics = Metrics(methods, tools, prompts, versions)
     log = None
