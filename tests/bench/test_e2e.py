@@ -188,25 +188,33 @@ async def test_closed_port_gives_connect_errors_and_a_clean_exit(tmp_path: Path)
 
 
 async def test_a_server_that_dies_mid_run(tmp_path: Path) -> None:
+    # The server is killed once its access log shows answered calls, not
+    # after a fixed time: on a loaded machine the bench may take seconds to
+    # get going.
     port = free_port()
+    answered = tmp_path / "access.log"
     server = subprocess.Popen(
-        [sys.executable, str(EXAMPLES / "everything.py"), "--port", str(port)],
+        [sys.executable, "-m", "trio_mcp", "run", str(EXAMPLES / "everything.py"),
+         "--port", str(port), "--access-log", "--access-log-path", str(answered),
+         "--log-level", "warning"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )
+    )  # fmt: skip
     try:
         with trio.fail_after(20):
             client = await connect_when_up(port)
             await client.stream.aclose()
 
-        async def kill_soon() -> None:
-            await trio.sleep(1.0)
+        async def kill_when_answering() -> None:
+            with trio.fail_after(60):
+                while "tools/call" not in (answered.read_text() if answered.exists() else ""):
+                    await trio.sleep(0.05)
             server.send_signal(signal.SIGKILL)
 
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(kill_soon)
+            nursery.start_soon(kill_when_answering)
             code, report, _ = await bench(
-                tmp_path, f"http://127.0.0.1:{port}/mcp", "--duration", "2.5",
+                tmp_path, f"http://127.0.0.1:{port}/mcp", "--duration", "8",
                 "--connections", "4", "--workers", "1", "--warmup", "0",
             )  # fmt: skip
     finally:
