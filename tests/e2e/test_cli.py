@@ -240,3 +240,14 @@ def test_a_public_address_without_allowed_hosts_is_warned_of(caplog) -> None:
     assert "any Host header is accepted" in warnings(MCPConfig(http=public))[0]
     assert warnings(MCPConfig(http=public, allowed_hosts=("mcp.example",))) == []
     assert warnings(MCPConfig()) == []
+
+
+def test_the_start_up_line_names_what_is_on(caplog) -> None:
+    from trio_mcp._mcp._startup import announce
+    from trio_mcp._trio._server import HTTPServer
+
+    caplog.set_level(logging.INFO, "trio_mcp")
+    config = MCPConfig(metrics_path="/metrics", access_log=True, traces=True, stateless=True)
+    announce(config, HTTPServer(lambda request: None, config.http))  # (never started)
+    (line,) = [r.getMessage() for r in caplog.records if "serving MCP" in r.getMessage()]
+    assert "; stateless; metrics at /metrics; access log to stderr; traces; build: " in line

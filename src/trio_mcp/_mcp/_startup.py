@@ -44,6 +44,12 @@ def announce(config: MCPConfig, server: HTTPServer) -> None:
         extras.append(f"2024-11-05 HTTP+SSE at {config.sse_path}")
     if config.stateless:
         extras.append("stateless")
+    if config.metrics_path is not None:
+        extras.append(f"metrics at {config.metrics_path}")
+    if config.access_log:
+        extras.append(f"access log to {config.access_log_path or 'stderr'}")
+    if config.traces:
+        extras.append("traces")
     logger.info(
         "trio-mcp %s serving MCP on %s (revisions %s%s; build: %s; 1 process)",
         __version__,
