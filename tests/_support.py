@@ -338,6 +338,15 @@ V = MODERN_VERSION
 NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
 
+def tool_call(name: str, id: int = 1, progress: bool = False) -> dict:
+    """A tools/call request of `name` with no arguments (with a progress
+    token: its answer comes as an event stream)."""
+    params: dict = {"name": name, "arguments": {}}
+    if progress:
+        params["_meta"] = {"progressToken": "p"}
+    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
+
+
 def modern_body(
     method: str, params: dict | None = None, *, id: int = 1, meta: dict | None = None
 ) -> dict:

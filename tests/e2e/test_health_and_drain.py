@@ -31,6 +31,7 @@ from _support import (
     post_message,
     sse_messages,
 )
+from _support import tool_call as call
 
 from trio_mcp import Context, HTTPServer, MCPConfig, MCPEndpoint, Request, Server
 
@@ -82,13 +83,6 @@ def hanging_app(started: trio.Event | None = None) -> Server:
         return "done"
 
     return app
-
-
-def call(name: str, id: int, progress: bool = False) -> dict:
-    params: dict = {"name": name, "arguments": {}}
-    if progress:
-        params["_meta"] = {"progressToken": "p"}
-    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}
 
 
 def assert_shutting_down(answer: dict, id: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 import trio
 from _support import MCP, EventReader, connect, mcp_post, modern_body, modern_headers
+from _support import tool_call as call
 from prometheus_client.parser import text_string_to_metric_families
 
 from trio_mcp import MCPConfig, Server
@@ -43,10 +44,6 @@ def hanging_app() -> Server:
         return "never"  # pragma: no cover
 
     return app
-
-
-def call(name: str, id: int) -> dict:
-    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name}}
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:

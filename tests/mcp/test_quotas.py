@@ -7,6 +7,7 @@ from __future__ import annotations
 import orjson
 import trio
 from _support import MCP, EventReader, connect, initialize_body, mcp_post
+from _support import tool_call as call
 
 from trio_mcp import Context, Server
 
@@ -27,15 +28,6 @@ def hanging_app() -> Server:
         return "answered"
 
     return app
-
-
-def call(name: str, id: int) -> dict:
-    return {
-        "jsonrpc": "2.0",
-        "id": id,
-        "method": "tools/call",
-        "params": {"name": name, "arguments": {}},
-    }
 
 
 async def session(port: int, version: str = "2025-11-25", capabilities: dict | None = None):
