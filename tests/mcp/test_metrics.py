@@ -5,6 +5,8 @@ session durations, refusals by reason, and the gauges read at scrape time."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import trio
 from _support import MCP, EventReader, connect, mcp_post, modern_body, modern_headers
@@ -246,3 +248,13 @@ def test_names_nobody_registered_make_no_series() -> None:
     assert len(observer._operations) <= RAW_KEYS_MAX
     other = metrics.operations[("tools/call", "other", "", "-32602", "2025-11-25")]
     assert other.count() == RAW_KEYS_MAX + 100
+
+
+def test_metrics_without_prometheus_client_is_one_line(monkeypatch) -> None:
+    from trio_mcp._errors import StartupError
+    from trio_mcp._mcp._endpoint import MCPEndpoint
+
+    # (None in sys.modules makes any import of it fail, in either build)
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)
+    with pytest.raises(StartupError, match=r"pip install 'trio-mcp\[metrics\]'"):
+        MCPEndpoint(Server("m"), MCPConfig(metrics_path="/metrics"))

@@ -161,3 +161,17 @@ def test_on_without_the_api_is_one_line(monkeypatch) -> None:
     monkeypatch.setattr(builtins, "__import__", no_otel)
     with pytest.raises(StartupError, match=r"pip install 'trio-mcp\[otel\]'"):
         Client(server, config=TRACED)
+
+
+async def test_over_stdio_the_transport_is_a_pipe() -> None:
+    from trio_mcp._mcp._tracing import Tracing
+    from trio_mcp._protocol._jsonrpc import RPCRequest
+
+    async def answer() -> dict[str, Any]:
+        return {"content": []}
+
+    message = RPCRequest(7, "tools/call", {"name": "add", "arguments": {}})
+    await Tracing(server, "pipe").traced(answer(), message, None, "2025-11-25")
+    (span,) = spans()
+    assert attributes(span)["network.transport"] == "pipe"
+    assert attributes(span)["jsonrpc.request.id"] == "7"

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
+from .._errors import StartupError
 from ._metrics import Histogram
 
 if TYPE_CHECKING:
@@ -30,8 +31,13 @@ class Exposition:
     __slots__ = ("registry", "content_type", "_generate")
 
     def __init__(self, observer: Observer) -> None:
-        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-        from prometheus_client.process_collector import ProcessCollector
+        try:
+            from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+            from prometheus_client.process_collector import ProcessCollector
+        except ImportError:
+            raise StartupError(
+                "metrics need prometheus_client: pip install 'trio-mcp[metrics]'"
+            ) from None
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(observer))

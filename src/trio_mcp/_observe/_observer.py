@@ -17,7 +17,6 @@ from time import perf_counter
 from typing import Any, Final
 
 from .._config import MCPConfig
-from .._errors import StartupError
 from ._access_log import AccessLog, Operation, PrincipalText
 from ._metrics import RAW_KEYS_MAX, Metrics
 
@@ -181,12 +180,8 @@ def observer_for(
         return None
     metrics = None
     if config.metrics_path is not None:
-        try:
-            import prometheus_client  # noqa: F401
-        except ImportError:
-            raise StartupError(
-                "metrics need prometheus_client: pip install 'trio-mcp[metrics]'"
-            ) from None
+        # (prometheus_client is imported, or its absence reported, where it
+        # is used: `_exposition.Exposition`, made with the endpoint)
         metrics = Metrics(methods, tools, prompts, versions)
     log = None
     if config.access_log:
