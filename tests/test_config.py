@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from trio_mcp import MCPConfig, ServerConfig
+from trio_mcp._config import RunConfig
 
 
 def test_defaults_match_the_contract() -> None:
@@ -100,3 +101,31 @@ def test_tls_is_off_by_default_and_its_password_is_a_secret() -> None:
     assert ServerConfig(
         ssl_certfile="c.pem", ssl_ca_certs="ca.pem", ssl_cert_reqs="required"
     ).ssl_cert_reqs == ("required")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workers": 0}, "workers must be at least 1"),
+        ({"workers": 2, "transport": "stdio"}, "serve HTTP only"),
+        ({"worker_heartbeat_timeout_s": 0.0}, "worker_heartbeat_timeout_s must be a positive"),
+        ({"worker_start_timeout_s": float("inf")}, "worker_start_timeout_s must be a positive"),
+    ],
+)
+def test_invalid_worker_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RunConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"owner_name": "w_1"}, "owner_name must be 1 to 16"),
+        ({"owner_name": "a" * 17}, "owner_name must be 1 to 16"),
+        ({"peer_sockets_dir": "/tmp/peers"}, "peer_sockets_dir needs an owner_name"),
+    ],
+)
+def test_invalid_owner_settings_are_refused(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        MCPConfig(**kwargs)  # type: ignore[arg-type]
+    assert MCPConfig(owner_name="web-1" + "x" * 11, peer_sockets_dir="/tmp/p").owner_name

@@ -38,6 +38,10 @@ _TOP_LEVEL = {
     "__init__": "entry",
     "testing": "entry",  # the in-memory test client: a public submodule
     "_testing_http": "entry",
+    # --workers: the supervisor, a worker process's main, and their channel
+    "_workers": "entry",
+    "_worker": "entry",
+    "_control": "entry",
 }
 
 #: What each layer may import besides itself (DESIGN.md "Layers"; the base

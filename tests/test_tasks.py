@@ -26,6 +26,18 @@ DIRECT_STARTS = {
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
     ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input
     ("_trio/_tasks.py", "_guard"),  # spawn itself
+    # --workers: the supervisor's own tasks (no client input; a worker's
+    # messages that do not parse end its reader only) ...
+    ("_workers.py", "self._signals"),
+    ("_workers.py", "self._life"),
+    ("_workers.py", "self._read"),
+    ("_workers.py", "self._watch"),
+    ("_workers.py", "self._replace"),
+    ("_workers.py", "self._roll"),
+    ("_workers.py", "self._kill_late"),
+    # ... and a worker's end of its control channel (the supervisor's input)
+    ("_worker.py", "self._answer"),
+    ("_worker.py", "self._report_ready"),
     # the test client's own tasks, in a nursery of its own: a failure there is
     # the test's to see (its connections to the server are spawned)
     ("testing.py", "http.enforce_timeouts"),

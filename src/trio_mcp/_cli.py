@@ -181,6 +181,11 @@ def main(argv: list[str] | None = None) -> None:
         logger.warning("%s", warning)
     if not settings.app:
         _fail("run needs a TARGET (or app in the configuration)")
+    if settings.workers > 1:
+        from ._workers import supervise
+
+        supervise(settings)
+        return
     app = load_server(settings.app)
     if settings.transport == "stdio":
         run_stdio(app, settings.mcp)

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 MiB = 1024 * 1024
 KiB = 1024
+#: What an owner name may be: short, since it rides in every session id.
+_OWNER_NAME = re.compile(r"[A-Za-z0-9-]{1,16}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +356,14 @@ class MCPConfig:
         access_log_buffer_lines: the lines that may wait for the log's writer
             thread; beyond, lines are dropped and counted (a slow disk or a
             full pipe never slows requests down).
+        owner_name: the short name (1 to 16 of ``A-Za-z0-9-``) this process
+            writes, signed, into the session ids it mints, so that every
+            process of its group can tell which one owns a session and a load
+            balancer can route on it; "" (the default) mints plain ids.
+        peer_sockets_dir: a directory in which each process of a
+            ``--workers`` group listens on ``<owner_name>.sock`` for the
+            requests the others pass to a session's owner; "" (the default)
+            passes nothing on.
     """
 
     http: ServerConfig = ServerConfig()
@@ -396,6 +407,8 @@ class MCPConfig:
     access_log_sample: float = 1.0
     access_log_path: str | None = None
     access_log_buffer_lines: int = 10_000
+    owner_name: str = ""
+    peer_sockets_dir: str = ""
 
     @property
     def sessions_per_client(self) -> int:
@@ -457,6 +470,12 @@ class MCPConfig:
             raise ValueError("access_log_sample must be above 0 and at most 1")
         if self.access_log_buffer_lines < 1:
             raise ValueError("access_log_buffer_lines must be at least 1")
+        if self.owner_name and not _OWNER_NAME.fullmatch(self.owner_name):
+            raise ValueError(
+                f"owner_name must be 1 to 16 of A-Za-z0-9- (or empty), not {self.owner_name!r}"
+            )
+        if self.peer_sockets_dir and not self.owner_name:
+            raise ValueError("peer_sockets_dir needs an owner_name")
         self._check_probe_paths()
 
     def _check_probe_paths(self) -> None:
@@ -494,6 +513,18 @@ class RunConfig:
             log_format: ``.json`` (`logging.config.dictConfig`) or ``.ini``
             (`logging.config.fileConfig`).
         mcp: the endpoint's settings (`MCPConfig`).
+        workers: how many processes serve (HTTP only): 1 (the default) is
+            this process alone; more starts a supervisor that runs that many
+            worker processes on one port, watches them, restarts one that
+            dies or stops answering, restarts them one at a time on SIGHUP
+            and drains them all on SIGTERM or SIGINT (README, "Workers").
+        worker_heartbeat_timeout_s: with ``workers`` above 1, a worker whose
+            trio scheduler has not answered the supervisor's heartbeat for
+            this long (a handler blocking the process, say) is killed and
+            replaced.
+        worker_start_timeout_s: with ``workers`` above 1, how long a worker
+            may take from its start to listening (importing the application
+            included) before it is killed and counts as a failed start.
     """
 
     app: str = ""
@@ -502,10 +533,21 @@ class RunConfig:
     log_format: str = "text"
     log_config: str | None = None
     mcp: MCPConfig = MCPConfig()
+    workers: int = 1
+    worker_heartbeat_timeout_s: float = 20.0
+    worker_start_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.transport not in ("http", "stdio"):
             raise ValueError(f'transport must be "http" or "stdio", not {self.transport!r}')
+        if self.workers < 1:
+            raise ValueError(f"workers must be at least 1, not {self.workers}")
+        if self.workers > 1 and self.transport != "http":
+            raise ValueError("workers above 1 serve HTTP only (transport is stdio)")
+        for name in ("worker_heartbeat_timeout_s", "worker_start_timeout_s"):
+            value = getattr(self, name)
+            if not (value > 0 and not math.isinf(value)):
+                raise ValueError(f"{name} must be a positive number of seconds, not {value}")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ValueError(
                 f"log_level must be debug, info, warning or error, not {self.log_level!r}"

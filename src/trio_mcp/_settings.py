@@ -516,3 +516,30 @@ def _toml(value: object) -> str:
 def _toml_string(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
     return '"' + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in escaped) + '"'
+
+
+# ---- handing a configuration to another process --------------------------------
+
+
+def config_values(config: RunConfig) -> dict[str, object]:
+    """`config` as JSON values by setting name, secrets included: what a
+    ``--workers`` supervisor hands each worker (over a pipe, never argv)."""
+    values: dict[str, object] = {}
+    for setting in SETTINGS:
+        value = _get(config, setting.path)
+        if isinstance(value, tuple):
+            value = list(value)
+        elif isinstance(value, Mapping):
+            value = {method: list(hint) for method, hint in value.items()}
+        values[setting.name] = value
+    return values
+
+
+def config_from_values(values: Mapping[str, object]) -> RunConfig:
+    """The configuration `config_values` gave (ValueError if it is not one)."""
+    converted: dict[str, object] = {}
+    for name, value in values.items():
+        setting = BY_NAME[name]
+        converted[name] = None if value is None else from_toml(setting, value)
+    built: RunConfig = _build(RunConfig, (), converted)
+    return built

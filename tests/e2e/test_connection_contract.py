@@ -12,6 +12,7 @@ import trio
 from _support import EXAMPLES, Client, connect, connect_when_up, post, server_process, still_serving
 
 from trio_mcp import HTTPServer, Request, Response, StreamingResponse
+from trio_mcp._trio._connection import FIRST_REQUEST_GRACE_S
 
 
 async def test_keep_alive_serves_many_requests_on_one_connection(echo_server: HTTPServer) -> None:
@@ -119,6 +120,8 @@ async def test_graceful_shutdown_finishes_in_flight_requests(start_server) -> No
             await connect(port) as idle,
             await connect(port) as busy,
             await connect(port) as partial,
+            await connect(port) as fresh,
+            await connect(port) as silent,
         ):
             await idle.send(post(b"x"))
             await idle.read_reply()
@@ -145,6 +148,17 @@ async def test_graceful_shutdown_finishes_in_flight_requests(start_server) -> No
             reply = await partial.read_reply()
             assert (reply.status, reply.header(b"connection")) == (503, b"close")
             assert reply.header(b"retry-after") == b"1"
+            # but a connection that had sent nothing is answered (its client
+            # connected before the listener closed, so it is owed one), with a
+            # close ...
+            await fresh.send(post(b"early"))
+            reply = await fresh.read_reply()
+            assert (reply.status, reply.body) == (200, b"early")
+            assert reply.header(b"connection") == b"close"
+            # ... if it comes within the grace: a silent one is closed after it
+            t0 = trio.current_time()
+            assert await silent.read_until_eof() == b""
+            assert trio.current_time() - t0 < FIRST_REQUEST_GRACE_S + 2
             # requests running finish, with Connection: close
             release.set()
             reply = await busy.read_reply()

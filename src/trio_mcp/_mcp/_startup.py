@@ -38,7 +38,12 @@ def url(config: MCPConfig, port: int, path: str) -> str:
 def announce(config: MCPConfig, server: HTTPServer) -> None:
     """Log the start-up line, and warn when Host checking is off on a
     non-loopback address."""
-    port = server.ports[0] if server.ports else config.http.port
+    announce_group(config, server.ports[0] if server.ports else config.http.port, 1)
+
+
+def announce_group(config: MCPConfig, port: int, processes: int) -> None:
+    """`announce` for `processes` serving on `port` (a ``--workers`` group says
+    it once, from its supervisor)."""
     extras = []
     if config.legacy_sse and config.eras != "modern":
         extras.append(f"2024-11-05 HTTP+SSE at {config.sse_path}")
@@ -51,12 +56,13 @@ def announce(config: MCPConfig, server: HTTPServer) -> None:
     if config.traces:
         extras.append("traces")
     logger.info(
-        "trio-mcp %s serving MCP on %s (revisions %s%s; build: %s; 1 process)",
+        "trio-mcp %s serving MCP on %s (revisions %s%s; build: %s; %s)",
         __version__,
         url(config, port, config.path),
         revisions(config.eras),
         "".join(f"; {extra}" for extra in extras),
         build_description(),
+        "1 process" if processes == 1 else f"{processes} processes",
     )
     if config.http.host not in LOOPBACK_BINDS and not config.allowed_hosts:
         logger.warning(

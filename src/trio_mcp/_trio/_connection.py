@@ -9,12 +9,18 @@ import time
 from collections.abc import Iterator
 from email.utils import formatdate
 from math import inf
-from typing import Protocol
+from typing import Final, Protocol
 
 import trio
 
-from .._http._connection import HEAD, HTTP11Connection
+from .._http._connection import HEAD, IDLE, HTTP11Connection
 from .._http._handler import SlowAnswer
+
+#: How long a connection accepted before a graceful shutdown closed the
+#: listener may still take to send its first request (a client sends it as
+#: soon as it connects; one that connected and stays silent is not owed the
+#: whole idle timeout).
+FIRST_REQUEST_GRACE_S: Final = 1.0
 
 
 class DateCache:
@@ -174,3 +180,7 @@ class Connection:
         if self.waiting_idle:
             # waiting for a next request that is no longer welcome
             self.timer.cancel()
+        elif self.http.phase is IDLE and self.limit > FIRST_REQUEST_GRACE_S:
+            # accepted, its first request not read yet: the client connected
+            # before the listener closed, so that request is still answered
+            self.limit = FIRST_REQUEST_GRACE_S

@@ -17,7 +17,11 @@ called first (an `MCPEndpoint` stops reporting ready). For
 served, each answer with ``Connection: close``. Then the listener closes (a
 `DrainStages` handler's ``listener_closed()`` ends its long-lived streams),
 idle connections close, and a request that still arrives on an open
-connection is answered 503 with ``Retry-After``. What still runs
+connection is answered 503 with ``Retry-After``, except on a connection that
+had sent nothing by then: its first request is served if it comes within
+`FIRST_REQUEST_GRACE_S` (its client connected before the listener closed,
+maybe just before; with a socket several processes share, it was in the
+queue the others now serve). What still runs
 ``config.shutdown_timeout_s`` later is cancelled (a deferred answer with its
 writer `overdue`, so an MCP request is answered with an error).
 """
@@ -209,8 +213,7 @@ class HTTPServer:
         )
 
     def active_requests(self) -> int:
-        """Requests whose deferred answers are being produced now (event
-        streams included); counted when asked, so requests pay nothing."""
+        """Deferred answers (event streams too) being produced now; counted when asked."""
         return sum(1 for conn in self._connections if conn.answering is not None)
 
     def shutdown(self) -> None:
@@ -226,10 +229,8 @@ class HTTPServer:
         self._shutdown.set()
 
     async def enforce_timeouts(self) -> None:
-        """Apply the connections' time limits, forever (`serve` runs this).
-
-        Run it beside `handle_stream` when serving streams yourself.
-        """
+        """Apply the connections' time limits, forever (`serve` runs this; run
+        it beside `handle_stream` when serving streams yourself)."""
         tick = self.timeout_tick_s
         dates = self._dates
         look = self._limits.look
@@ -241,7 +242,7 @@ class HTTPServer:
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
-        listeners = await bind_listeners(config)
+        listeners = self.sockets or await bind_listeners(config)  # (`run`'s listeners)
         self.sockets = listeners
         if config.batch_end_sends:
             self._batch = BatchEndSender()
@@ -401,6 +402,7 @@ class HTTPServer:
         started = 0.0
         limited_phase: Phase | None = None
         holding = 0  # the bytes of the bodies' budget this request's body holds
+        fresh = True  # nothing received before the listener closed: FIRST_REQUEST_GRACE_S
         while True:
             try:
                 event = next_event()
@@ -416,11 +418,12 @@ class HTTPServer:
                     # Each phase gets its own whole-phase limit.
                     limited_phase = phase
                     if phase is IDLE:
-                        if self._listener_closed:
+                        if self._listener_closed and not fresh:
                             return False  # (during the drain delay, a new connection is served)
                         limit_phase(idle_timeout)
                     elif phase is HEAD:
                         limit_phase(config.head_timeout_s)
+                        fresh = fresh and self._listener_closed  # (begun before it: 503)
                     else:
                         limit_phase(config.body_timeout_s)
                         # A body that did not come whole with its head waits in
@@ -434,7 +437,7 @@ class HTTPServer:
                                 observer.refused(503)
                             return False
                         conn.holding = holding  # (for the connection's end)
-                conn.waiting_idle = phase is IDLE
+                conn.waiting_idle = phase is IDLE and not fresh
                 try:
                     data = await receive_some(chunk_size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -461,7 +464,7 @@ class HTTPServer:
                 started = perf_counter()
                 method = event.method
             try:
-                if self._listener_closed:
+                if self._listener_closed and not fresh:
                     response = _SHUTTING_DOWN
                 elif route is not None:
                     response = route(event)
@@ -474,6 +477,7 @@ class HTTPServer:
             # The request is answered: a long-lived answer (an event stream) must
             # not keep its head and body alive.
             del event
+            fresh = False
             if type(response) is Response:
                 limit_phase(write_timeout)
                 try:
@@ -694,6 +698,7 @@ def run(
     *,
     around: AbstractAsyncContextManager[Any] | None = None,
     started: Callable[[HTTPServer], None] | None = None,
+    listeners: list[socket.socket] | None = None,
 ) -> None:
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
@@ -707,7 +712,8 @@ def run(
     1), not a traceback. With ``config.trio_tweaks`` (the default), the
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
     with ``config.gc_full_interval_s``, full garbage collections are paced
-    (``_collector.py``).
+    (``_collector.py``). `listeners`: listening sockets to serve instead of
+    binding ``config.host`` and ``config.port`` (non-blocking, closed at the end).
     """
     import signal
 
@@ -727,6 +733,8 @@ def run(
         waiting = trio.CancelScope()
 
         server = HTTPServer(handler, settings, tls=tls)
+        if listeners:
+            server.sockets = listeners
 
         async def serving(task_status: trio.TaskStatus[HTTPServer]) -> None:
             try:

@@ -1,0 +1,345 @@
+"""``trio-mcp run TARGET --workers N`` (issue 24, item 1), with real processes
+on 127.0.0.1: the group serves one port from every worker and announces
+itself once; a worker killed, wedged or failing is replaced, a crash loop
+stops the group; SIGHUP restarts every worker under load without a failed
+request; SIGTERM drains; a requestState sealed by one worker opens on
+another; secrets never reach a worker's argv. Every process is killed by
+PID at the end of its test, whatever happened."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import trio
+from _support import EventReader, connect, free_port, mcp_post, modern_body, modern_call
+from _support import modern_headers as headers_of
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads /proc to find the workers"
+)
+
+APP = Path(__file__).with_name("workers_app.py")
+CRASHING_APP = Path(__file__).with_name("workers_crashing_app.py")
+ELICIT = {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+
+
+def children_of(parent: int) -> set[int]:
+    """The processes whose parent is `parent` (from /proc)."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="latin-1") as file:
+                fields = file.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[1]) == parent:
+            found.add(int(entry))
+    return found
+
+
+def cmdline(pid: int) -> bytes:
+    with open(f"/proc/{pid}/cmdline", "rb") as file:
+        return file.read()
+
+
+class Group:
+    """A running ``trio-mcp run`` process: its port, its output, its workers."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int) -> None:
+        self.proc = proc
+        self.port = port
+        self._lines: list[str] = []
+        self.seen: set[int] = set()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._lines.append(line.decode(errors="replace"))
+
+    @property
+    def output(self) -> str:
+        return "".join(self._lines)
+
+    def workers(self) -> set[int]:
+        pids = children_of(self.proc.pid)
+        self.seen |= pids
+        return pids
+
+    async def wait_for(self, text: str) -> None:
+        while text not in self.output:
+            assert self.proc.poll() is None, self.output
+            await trio.sleep(0.05)
+
+    async def exit_status(self) -> int:
+        while self.proc.poll() is None:
+            await trio.sleep(0.05)
+        self._reader.join(5)
+        return self.proc.returncode
+
+    async def call(self, tool: str = "pid", **arguments: object) -> int:
+        """A 2026 tools/call on a new connection; the pid that answered."""
+        body = modern_body("tools/call", {"name": tool, "arguments": arguments})
+        reply, answer = await modern_call(self.port, body)
+        assert reply.status == 200, reply
+        return int(answer["result"]["content"][0]["text"])
+
+    def close(self) -> None:
+        self.workers()
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for pid in self.seen:  # (orphans, if the test ended before the group)
+            with contextlib.suppress(OSError):
+                if b"trio_mcp._worker" in cmdline(pid):
+                    os.kill(pid, signal.SIGKILL)
+        self._reader.join(5)
+        assert self.proc.stdout is not None
+        self.proc.stdout.close()
+
+
+@contextlib.contextmanager
+def group(
+    *args: str, app: Path = APP, env: Mapping[str, str] | None = None, workers: int = 2
+) -> Iterator[Group]:
+    port = free_port()
+    command = [sys.executable, "-m", "trio_mcp", "run", str(app), "--port", str(port)]
+    command += ["--workers", str(workers), *args]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    running = Group(proc, port)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+async def until_answered_by(served: Group, pids: set[int], limit: int = 400) -> set[int]:
+    """Calls on new connections until every one of `pids` has answered; the
+    pids that answered."""
+    answered: set[int] = set()
+    for _ in range(limit):
+        answered.add(await served.call())
+        if pids <= answered:
+            return answered
+    raise AssertionError(f"{pids - answered} never answered in {limit} calls")
+
+
+async def test_workers_serve_one_port_and_announce_once() -> None:
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        workers = served.workers()
+        assert len(workers) == 2
+        assert served.proc.pid not in workers
+        answered = await until_answered_by(served, workers)
+        assert answered == workers
+        assert served.output.count("serving MCP on") == 1, served.output
+        assert f"http://127.0.0.1:{served.port}/mcp" in served.output
+        served.proc.send_signal(signal.SIGTERM)
+        assert await served.exit_status() == 0
+        assert not any(children_of(pid) for pid in workers)
+
+
+async def test_port_0_is_picked_once_for_every_worker() -> None:
+    with group("--port", "0", workers=3) as served, trio.fail_after(60):
+        await served.wait_for("3 processes")
+        line = next(line for line in served.output.splitlines() if "serving MCP on" in line)
+        served.port = int(line.split("http://127.0.0.1:")[1].split("/")[0])
+        await until_answered_by(served, served.workers())
+
+
+async def test_a_killed_worker_is_replaced_while_the_port_answers() -> None:
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        workers = served.workers()
+        victim = min(workers)
+        os.kill(victim, signal.SIGKILL)
+        answered: list[int] = []
+        while True:
+            answered.append(await served.call())  # every one answered
+            now = served.workers()
+            if victim not in now and len(now) == 2 and (now - workers) <= set(answered):
+                break
+        await served.wait_for(f"(pid {victim}) was killed by SIGKILL; starting another in 0 s")
+        assert victim not in answered[answered.index(max(now - workers)) :]
+
+
+async def test_a_wedged_worker_is_killed_by_the_heartbeat_and_replaced() -> None:
+    with group("--worker-heartbeat-timeout-s", "1.5") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        workers = served.workers()
+        async with await connect(served.port) as caller:
+            body = modern_body("tools/call", {"name": "wedge", "arguments": {}})
+            await caller.send(mcp_post(body, version="2026-07-28", extra=headers_of(body)))
+            await served.wait_for("missed its heartbeats for 1.5 s")
+            # the wedged worker was killed, so its call ends unanswered
+            assert await caller.read_until_eof() == b""
+        (wedged,) = [pid for pid in workers if f"(pid {pid}) missed" in served.output]
+        fresh = served.workers()
+        while len(fresh) < 2:
+            fresh = served.workers()
+            await trio.sleep(0.05)
+        assert wedged not in fresh
+        await until_answered_by(served, fresh)
+
+
+async def test_a_crash_loop_stops_the_group_with_status_1_and_one_line() -> None:
+    with group(app=CRASHING_APP) as served, trio.fail_after(60):
+        assert await served.exit_status() == 1
+        last = served.output.strip().splitlines()[-1]
+        assert last.startswith("trio-mcp: worker w"), served.output
+        assert "failed 5 times within 60 s" in last
+        assert "RuntimeError: this application cannot start" in last
+        assert not [pid for pid in served.seen if children_of(pid)]
+
+
+async def test_sighup_restarts_every_worker_under_load_without_a_failure() -> None:
+    with group() as served, trio.fail_after(90):
+        await served.wait_for("2 processes")
+        old = served.workers()
+        answered: list[int] = []
+        stop = trio.Event()
+
+        async def load() -> None:
+            while not stop.is_set():
+                answered.append(await served.call())  # a failure fails the test
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(load)
+            while len(answered) < 20:
+                await trio.sleep(0.05)
+            before = len(answered)
+            served.proc.send_signal(signal.SIGHUP)
+            await served.wait_for("rolling restart done: 2 workers replaced")
+            new = served.workers()
+            while not (new & set(answered[before:])):
+                await trio.sleep(0.05)
+            after = len(answered)
+            while len(answered) < after + 20:
+                await trio.sleep(0.05)
+            stop.set()
+        # the old workers drained and exited; the new ones answer everything
+        while served.workers() & old:
+            await trio.sleep(0.05)
+        assert not (served.workers() & old)
+        assert len(served.workers()) == 2
+        assert set(answered[-10:]) <= served.workers()
+        assert len(answered) > 40
+
+
+async def test_sigterm_drains_and_an_in_flight_call_finishes() -> None:
+    with group("--shutdown-timeout-s", "20") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        async with await connect(served.port) as caller:
+            body = modern_body("tools/call", {"name": "nap", "arguments": {"seconds": 1.5}})
+            body["params"]["_meta"]["progressToken"] = "p"
+            reader = EventReader(caller)
+            head = await reader.head(mcp_post(body, version="2026-07-28", extra=headers_of(body)))
+            assert head.status_code == 200
+            _, progress = await reader.message()
+            assert progress["method"] == "notifications/progress"
+            served.proc.send_signal(signal.SIGTERM)
+            _, answer = await reader.message()
+            assert int(answer["result"]["content"][0]["text"]) in served.seen | served.workers()
+        assert await served.exit_status() == 0
+        assert "draining the workers" in served.output
+
+
+async def request_state_across_workers(served: Group) -> tuple[int, int]:
+    """A 2026 multi round-trip call whose retry is answered by another
+    worker than the one that sealed its state: (sealer, opener)."""
+    for _ in range(100):
+        first = modern_body("tools/call", {"name": "ask", "arguments": {}}, id=1, meta=ELICIT)
+        _, answer = await modern_call(served.port, first)
+        result = answer["result"]
+        assert result["resultType"] == "input_required"
+        (key,) = result["inputRequests"]
+        retry = modern_body(
+            "tools/call",
+            {
+                "name": "ask",
+                "arguments": {},
+                "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+                "requestState": result["requestState"],
+            },
+            id=2,
+            meta=ELICIT,
+        )
+        reply, done = await modern_call(served.port, retry)
+        assert reply.status == 200, done
+        assert done["result"]["resultType"] == "complete", done
+        sealer, opener, name = done["result"]["content"][0]["text"].split()
+        assert name == "Ada"
+        if sealer != opener:
+            return int(sealer), int(opener)
+    raise AssertionError("no retry reached another worker in 100 attempts")
+
+
+async def test_request_state_sealed_by_one_worker_opens_on_another() -> None:
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        sealer, opener = await request_state_across_workers(served)
+        assert {sealer, opener} == served.workers()
+        assert "request_state_keys is empty" not in served.output
+
+
+async def test_secrets_never_reach_argv(tmp_path: Path) -> None:
+    secret = "a-secret-key-" + "x" * 20
+    env = {**os.environ, "TRIO_MCP_REQUEST_STATE_KEYS": secret, "TMPDIR": str(tmp_path)}
+    with group(env=env) as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        workers = served.workers()
+        for pid in {served.proc.pid, *workers}:
+            assert secret.encode() not in cmdline(pid)
+        for pid in workers:
+            assert cmdline(pid).split(b"\0")[1:3] == [b"-m", b"trio_mcp._worker"]
+        # the configured key is every worker's
+        await request_state_across_workers(served)
+        # the workers' private directory, removed at the end
+        (peer_dir,) = os.listdir(tmp_path)
+        assert stat.S_IMODE(os.stat(tmp_path / peer_dir).st_mode) == 0o700
+        served.proc.send_signal(signal.SIGTERM)
+        assert await served.exit_status() == 0
+        assert os.listdir(tmp_path) == []
+
+
+async def test_one_worker_starts_no_other_process() -> None:
+    with group(workers=1) as served, trio.fail_after(60):
+        await served.wait_for("1 process)")
+        assert served.workers() == set()
+        assert await served.call() == served.proc.pid
+
+
+async def test_one_shared_socket_serves_every_worker() -> None:
+    # (what the supervisor does where there is no SO_REUSEPORT: one socket,
+    # inherited by every worker)
+    port = free_port()
+    script = (
+        "from trio_mcp._config import *; from trio_mcp._logs import configure; "
+        "from trio_mcp._workers import supervise; configure(); "
+        f"supervise(RunConfig(app={str(APP)!r}, workers=2, "
+        f"mcp=MCPConfig(http=ServerConfig(port={port}))), shared_socket=True)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    served = Group(proc, port)
+    try:
+        with trio.fail_after(60):
+            await served.wait_for("2 processes")
+            await until_answered_by(served, served.workers())
+            served.proc.send_signal(signal.SIGINT)
+            assert await served.exit_status() == 0
+    finally:
+        served.close()

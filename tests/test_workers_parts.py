@@ -1,0 +1,64 @@
+"""The ``--workers`` supervisor's parts that need no process: the names it
+gives, the key it mints, the configuration it hands over and the channel's
+framing (the processes themselves: tests/e2e/test_workers.py)."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from trio_mcp._config import MCPConfig, RunConfig, ServerConfig
+from trio_mcp._control import MAX_LINE_BYTES, LineBuffer, encode
+from trio_mcp._settings import SETTINGS, config_from_values, config_values
+from trio_mcp._workers import heartbeat_interval_s, mint_request_state_key, owner_name
+
+
+def test_owner_names_fit_the_contract() -> None:
+    assert [owner_name("", i) for i in (1, 2, 12)] == ["w1", "w2", "w12"]
+    assert owner_name("web", 3) == "web-3"
+    long = owner_name("a-very-long-name-indeed", 12)
+    assert long == "a-very-long-n-12" and len(long) == 16
+    for name in ("w1", "web-3", long):
+        MCPConfig(owner_name=name)  # (valid)
+
+
+def test_the_minted_key_is_as_strong_as_a_generated_one() -> None:
+    key = mint_request_state_key()
+    assert len(base64.urlsafe_b64decode(key + "=")) == 32
+    assert key != mint_request_state_key()
+
+
+def test_heartbeats_fit_several_times_in_the_timeout() -> None:
+    assert heartbeat_interval_s(20.0) == 1.0
+    assert heartbeat_interval_s(2.0) == 0.5
+
+
+def test_a_configuration_survives_the_trip_to_a_worker_secrets_included() -> None:
+    config = RunConfig(
+        app="app.py:mcp",
+        workers=3,
+        mcp=MCPConfig(
+            http=ServerConfig(port=8123, ssl_keyfile_password=None, drain_delay_s=2.5),
+            request_state_keys=("one", "two"),
+            cache_hints={"tools/list": (60000, "public")},
+            allowed_hosts=("a.example",),
+            stream_slow_answers_after_s=None,
+            owner_name="w2",
+        ),
+    )
+    values = config_values(config)
+    assert set(values) == {setting.name for setting in SETTINGS}
+    assert values["request_state_keys"] == ["one", "two"]
+    assert config_from_values(values) == config
+    assert config_from_values(config_values(RunConfig())) == RunConfig()
+
+
+def test_the_channel_frames_one_message_a_line() -> None:
+    buffer = LineBuffer()
+    data = encode({"ping": 1}) + encode({"ready": 80})
+    assert buffer.feed(data[:5]) == []
+    assert buffer.feed(data[5:-3]) == [{"ping": 1}]
+    assert buffer.feed(data[-3:]) == [{"ready": 80}]
+    with pytest.raises(ValueError, match="too long"):
+        LineBuffer().feed(b"x" * (MAX_LINE_BYTES + 1))
