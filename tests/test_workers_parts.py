@@ -11,7 +11,12 @@ import pytest
 from trio_mcp._config import MCPConfig, RunConfig, ServerConfig
 from trio_mcp._control import MAX_LINE_BYTES, LineBuffer, encode
 from trio_mcp._settings import SETTINGS, config_from_values, config_values
-from trio_mcp._workers import heartbeat_interval_s, mint_request_state_key, owner_name
+from trio_mcp._workers import (
+    heartbeat_interval_s,
+    mint_request_state_key,
+    owner_name,
+    warn_if_queues_reset,
+)
 
 
 def test_owner_names_fit_the_contract() -> None:
@@ -62,3 +67,15 @@ def test_the_channel_frames_one_message_a_line() -> None:
     assert buffer.feed(data[-3:]) == [{"ready": 80}]
     with pytest.raises(ValueError, match="too long"):
         LineBuffer().feed(b"x" * (MAX_LINE_BYTES + 1))
+
+
+def test_a_reuse_port_process_warns_when_queues_would_be_reset(tmp_path, caplog) -> None:
+    sysctl = tmp_path / "tcp_migrate_req"
+    sysctl.write_text("0\n")
+    with caplog.at_level("WARNING", logger="trio_mcp.workers"):
+        assert warn_if_queues_reset(str(sysctl))
+        assert warn_if_queues_reset(str(tmp_path / "missing"))  # (before Linux 5.14)
+        sysctl.write_text("1\n")
+        assert not warn_if_queues_reset(str(sysctl))
+    assert len(caplog.records) == 2
+    assert "sysctl net.ipv4.tcp_migrate_req=1" in caplog.records[0].getMessage()

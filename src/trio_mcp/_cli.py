@@ -186,6 +186,10 @@ def main(argv: list[str] | None = None) -> None:
 
         supervise(settings)
         return
+    if settings.transport == "http" and settings.mcp.http.reuse_port:
+        from ._workers import warn_if_queues_reset
+
+        warn_if_queues_reset()
     app = load_server(settings.app)
     if settings.transport == "stdio":
         run_stdio(app, settings.mcp)

@@ -99,6 +99,33 @@ def mint_request_state_key() -> str:
     return secrets.token_urlsafe(32)
 
 
+#: Linux's switch for moving a closed listener's queued connections to
+#: another socket of its ``SO_REUSEPORT`` group (5.14 and later).
+MIGRATE_SYSCTL: Final = "/proc/sys/net/ipv4/tcp_migrate_req"
+
+
+def warn_if_queues_reset(path: str = MIGRATE_SYSCTL) -> bool:
+    """For a process that binds its own ``SO_REUSEPORT`` socket
+    (``--reuse-port`` without ``--workers``), on Linux: warn when a socket
+    that closes resets its queued connections instead of handing them to
+    the others (the sysctl is 0, or missing on kernels before 5.14).
+    Whether it warned."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open(path, encoding="ascii") as file:
+            if file.read().strip() != "0":
+                return False
+    except OSError:
+        pass
+    logger.warning(
+        "reuse_port is on and net.ipv4.tcp_migrate_req is off: when a process on this "
+        "port stops, the connections queued for it are reset; turn it on with "
+        "`sysctl net.ipv4.tcp_migrate_req=1` (--workers needs no such setting)"
+    )
+    return True
+
+
 def _describe(returncode: int | None) -> str:
     if returncode is None:
         return "is running"

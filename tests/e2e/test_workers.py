@@ -23,7 +23,7 @@ import trio
 from _support import EventReader, connect, free_port, mcp_post, modern_body, modern_call
 from _support import modern_headers as headers_of
 
-pytestmark = pytest.mark.skipif(
+pytestmark = pytest.mark.skipif(  # (tcp_migrate_req too)
     not sys.platform.startswith("linux"), reason="reads /proc to find the workers"
 )
 
@@ -343,3 +343,21 @@ async def test_one_shared_socket_serves_every_worker() -> None:
             assert await served.exit_status() == 0
     finally:
         served.close()
+
+
+def migrate_off() -> bool:
+    try:
+        with open("/proc/sys/net/ipv4/tcp_migrate_req", encoding="ascii") as file:
+            return file.read().strip() == "0"
+    except FileNotFoundError:  # (before Linux 5.14: off)
+        return True
+
+
+async def test_reuse_port_without_workers_warns_when_queues_would_be_reset() -> None:
+    off = migrate_off()
+    with group("--reuse-port", workers=1) as served, trio.fail_after(60):
+        await served.wait_for("1 process)")
+        assert ("tcp_migrate_req is off" in served.output) is off
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        assert "tcp_migrate_req" not in served.output
