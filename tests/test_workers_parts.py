@@ -79,3 +79,41 @@ def test_a_reuse_port_process_warns_when_queues_would_be_reset(tmp_path, caplog)
         assert not warn_if_queues_reset(str(sysctl))
     assert len(caplog.records) == 2
     assert "sysctl net.ipv4.tcp_migrate_req=1" in caplog.records[0].getMessage()
+
+
+def test_metrics_of_the_group_are_summed_into_one_scrape() -> None:
+    pytest.importorskip("prometheus_client")
+    from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+
+    from trio_mcp._observe._exposition import merge
+
+    counter = CounterMetricFamily("refusals", "Refusals", labels=["reason"])
+    counter.add_metric(["429"], 2)
+    histogram = HistogramMetricFamily("took", "Took", labels=["m"], unit="seconds")
+    histogram.add_metric(["a"], [("0.1", 1), ("+Inf", 3)], 0.5)
+    peer = [
+        ["refusals", "counter", "Refusals", "", [
+            ["refusals_total", {"reason": "429"}, 5.0],
+            ["refusals_total", {"reason": "503"}, 1.0],
+        ]],
+        ["took_seconds", "histogram", "Took", "seconds", [
+            ["took_seconds_bucket", {"m": "a", "le": "0.1"}, 1.0],
+            ["took_seconds_bucket", {"m": "a", "le": "+Inf"}, 1.0],
+            ["took_seconds_count", {"m": "a"}, 1.0],
+            ["took_seconds_sum", {"m": "a"}, 0.25],
+        ]],
+        ["only_there", "gauge", "Elsewhere", "", [["only_there", {}, 7.0]]],
+    ]  # fmt: skip
+    merged = {family.name: family for family in merge([counter, histogram], [peer, peer])}
+    values = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in merged.values()
+        for sample in family.samples
+    }
+    assert values[("refusals_total", (("reason", "429"),))] == 12
+    assert values[("refusals_total", (("reason", "503"),))] == 2
+    assert values[("took_seconds_bucket", (("le", "+Inf"), ("m", "a")))] == 5
+    assert values[("took_seconds_count", (("m", "a"),))] == 5
+    assert values[("took_seconds_sum", (("m", "a"),))] == 1.0
+    assert values[("only_there", ())] == 14
+    assert merged["only_there"].type == "gauge"

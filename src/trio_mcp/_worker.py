@@ -38,9 +38,12 @@ logger = logging.getLogger("trio_mcp.worker")
 class SupervisorLink:
     """The worker's end of the control channel, inside its trio run."""
 
-    def __init__(self, sock: socket.socket, buffer: LineBuffer) -> None:
+    def __init__(self, sock: socket.socket, buffer: LineBuffer, exposition: Any = None) -> None:
         self.sock = sock
         self.buffer = buffer
+        #: The endpoint's metrics (`Exposition`), None when off: each pong
+        #: carries ours, each ping the other workers'.
+        self.exposition = exposition
         self._listening = trio.Event()
         self._port = 0
         self._sending = trio.Lock()
@@ -76,7 +79,12 @@ class SupervisorLink:
         while True:
             for message in pending:
                 if "ping" in message:
-                    await self._send(stream, {"pong": message["ping"]})
+                    pong: dict[str, Any] = {"pong": message["ping"]}
+                    exposition = self.exposition
+                    if exposition is not None:
+                        exposition.peers = message.get("peers", [])
+                        pong["metrics"] = exposition.snapshot()
+                    await self._send(stream, pong)
             try:
                 data = await stream.receive_some(65536)
             except trio.BrokenResourceError:
@@ -116,7 +124,7 @@ def _serve(hello: dict[str, Any], control: socket.socket, buffer: LineBuffer) ->
     app = load_server(settings.app)
     config = settings.mcp
     endpoint = MCPEndpoint(app, config)
-    link = SupervisorLink(control, buffer)
+    link = SupervisorLink(control, buffer, endpoint._exposition)
     run(
         endpoint,
         config.http,

@@ -34,6 +34,10 @@ heartbeats.
   `STOP_MARGIN_S` is killed. A second signal kills them all at once.
 - With no ``request_state_keys``, the supervisor mints one key and hands it
   to every worker, so a 2026 requestState sealed by one opens on any other.
+- Metrics (``metrics_path``): each pong carries the worker's metrics and
+  each ping the others' latest, which the worker adds into its own, so one
+  scrape of any worker counts the whole group (up to two heartbeat
+  intervals old for the others).
 - Each worker gets its ``owner_name`` (``w1`` .. ``wN``, or the configured
   name with ``-1`` .. ``-N``) and ``peer_sockets_dir`` (a private directory
   the supervisor makes and removes); a replacement keeps the name.
@@ -51,7 +55,7 @@ import subprocess
 import sys
 import tempfile
 from collections import deque
-from typing import Final
+from typing import Any, Final
 
 import trio
 
@@ -151,6 +155,8 @@ class Worker:
         #: Why the supervisor killed it, or what it said when it could not start.
         self.reason: str | None = None
         self.last_pong = 0.0
+        #: Its metrics at its last pong (with ``metrics_path``), for the others.
+        self.metrics: list[Any] | None = None
 
     @property
     def label(self) -> str:
@@ -303,6 +309,7 @@ class Supervisor:
                 for message in buffer.feed(data):
                     if "pong" in message:
                         worker.last_pong = trio.current_time()
+                        worker.metrics = message.get("metrics")
                     elif "ready" in message:
                         worker.last_pong = trio.current_time()
                         worker.ready.set()
@@ -333,11 +340,22 @@ class Supervisor:
                 )
                 return
             count += 1
+            ping: dict[str, Any] = {"ping": count}
+            if self.config.mcp.metrics_path is not None:
+                ping["peers"] = self._peer_metrics(worker)
             with trio.move_on_after(interval):
                 try:
-                    await worker.channel.send_all(encode({"ping": count}))
+                    await worker.channel.send_all(encode(ping))
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
+
+    def _peer_metrics(self, worker: Worker) -> list[Any]:
+        """The latest metrics of the workers serving beside `worker`."""
+        return [
+            slot.current.metrics
+            for slot in self.slots
+            if slot is not worker.slot and slot.current is not None and slot.current.metrics
+        ]
 
     def _became_ready(self, worker: Worker) -> None:
         if self._announced:

@@ -361,3 +361,37 @@ async def test_reuse_port_without_workers_warns_when_queues_would_be_reset() -> 
     with group() as served, trio.fail_after(60):
         await served.wait_for("2 processes")
         assert "tcp_migrate_req" not in served.output
+
+
+async def scrape_calls(port: int) -> float:
+    """The tools/call count of one scrape of /metrics (a new connection)."""
+    async with await connect(port) as client:
+        await client.send(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        with trio.fail_after(10):
+            reply = await client.read_reply()
+    assert reply.status == 200
+    return sum(
+        float(line.rpartition(" ")[2])
+        for line in reply.body.decode().splitlines()
+        if line.startswith("mcp_server_operation_duration_seconds_count{")
+        and 'mcp_method_name="tools/call"' in line
+    )
+
+
+async def test_one_scrape_counts_every_workers_requests() -> None:
+    pytest.importorskip("prometheus_client")
+    # (heartbeats, which carry the metrics, every 0.1 s)
+    with group("--metrics", "--worker-heartbeat-timeout-s", "0.4") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        workers = served.workers()
+        answered: dict[int, int] = {}
+        while set(answered) != workers:
+            pid = await served.call()
+            answered[pid] = answered.get(pid, 0) + 1
+        total = sum(answered.values())
+        assert max(answered.values()) < total  # (each worker has only its share)
+        # a scrape counts the whole group, once the heartbeats carried the
+        # last calls' counts (the scrapes' connections reach either worker)
+        agreeing = 0
+        while agreeing < 20:
+            agreeing = agreeing + 1 if await scrape_calls(served.port) == total else 0

@@ -24,11 +24,19 @@ if TYPE_CHECKING:
 Observer = Any
 
 
+#: One family of metrics as JSON values, as a worker of a ``--workers``
+#: group hands its own to the others: [name, type, help, unit, samples],
+#: each sample [name, labels, value].
+Snapshot = list[list[Any]]
+
+
 class Exposition:
     """Renders one observer's metrics (`render`), with the process's own
-    (CPU, memory, file descriptors) beside them."""
+    (CPU, memory, file descriptors) beside them. In a ``--workers`` group,
+    `peers` holds the other workers' latest `snapshot`s, added into ours, so
+    that one scrape of any worker counts the whole group."""
 
-    __slots__ = ("registry", "content_type", "_generate")
+    __slots__ = ("registry", "content_type", "_generate", "_collector", "peers")
 
     def __init__(self, observer: Observer) -> None:
         try:
@@ -39,14 +47,82 @@ class Exposition:
                 "metrics need prometheus_client: pip install 'trio-mcp[metrics]'"
             ) from None
 
+        self._collector = _Collector(observer)
+        self.peers: list[Snapshot] = []
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(_Collector(observer))
+        self.registry.register(_Merged(self))
         ProcessCollector(registry=self.registry)
         self.content_type = CONTENT_TYPE_LATEST.encode("ascii")
         self._generate = generate_latest
 
     def render(self) -> bytes:
         return bytes(self._generate(self.registry))
+
+    def snapshot(self) -> Snapshot:
+        """This process's metrics (not the process collector's) as JSON values."""
+        return [
+            [
+                family.name,
+                family.type,
+                family.documentation,
+                family.unit,
+                [[sample.name, sample.labels, sample.value] for sample in family.samples],
+            ]
+            for family in self._collector.collect()
+        ]
+
+
+class _Merged:
+    """Our families with the peers' samples added: counters, histograms and
+    gauges alike are sums over the group (a sample none of ours has is
+    appended to its family, a family none of ours has is added whole)."""
+
+    def __init__(self, exposition: Exposition) -> None:
+        self.exposition = exposition
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        own = self.exposition._collector.collect()
+        peers = self.exposition.peers
+        if not peers:
+            yield from own
+            return
+        yield from merge(own, peers)
+
+
+def merge(own: Iterable[Metric], peers: list[Snapshot]) -> Iterator[Metric]:
+    """`own` families with every sample of `peers` added to its match (same
+    family, sample name and labels)."""
+    from prometheus_client.metrics_core import Metric
+
+    families: dict[str, tuple[Metric, dict[tuple[Any, ...], list[Any]]]] = {}
+    for family in own:
+        families[family.name] = (
+            family,
+            {_key(s.name, s.labels): [s.name, s.labels, s.value] for s in family.samples},
+        )
+    for snapshot in peers:
+        for name, kind, documentation, unit, peer_samples in snapshot:
+            if name not in families:
+                families[name] = (Metric(name, documentation, kind, unit), {})
+            samples = families[name][1]
+            for sample_name, labels, value in peer_samples:
+                key = _key(sample_name, labels)
+                if key in samples:
+                    samples[key][2] += value
+                else:
+                    samples[key] = [sample_name, labels, value]
+    for family, samples in families.values():
+        merged = Metric(family.name, family.documentation, family.type, family.unit)
+        for sample_name, labels, value in samples.values():
+            merged.add_sample(sample_name, labels, value)
+        yield merged
+
+
+def _key(name: str, labels: dict[str, str]) -> tuple[Any, ...]:
+    return (name, *sorted(labels.items()))
 
 
 class _Collector:
