@@ -112,11 +112,13 @@ class Group:
 
 @contextlib.contextmanager
 def group(
-    *args: str, app: Path = APP, env: Mapping[str, str] | None = None, workers: int = 2
+    *args: str, app: Path = APP, env: Mapping[str, str] | None = None, workers: int | None = 2
 ) -> Iterator[Group]:
+    """``trio-mcp run APP --port P --workers N ARGS`` (no --workers if N is None)."""
     port = free_port()
     command = [sys.executable, "-m", "trio_mcp", "run", str(app), "--port", str(port)]
-    command += ["--workers", str(workers), *args]
+    command += [] if workers is None else ["--workers", str(workers)]
+    command += args
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     running = Group(proc, port)
     try:
@@ -395,3 +397,30 @@ async def test_one_scrape_counts_every_workers_requests() -> None:
         agreeing = 0
         while agreeing < 20:
             agreeing = agreeing + 1 if await scrape_calls(served.port) == total else 0
+
+
+async def test_a_port_taken_stops_the_group_at_once_with_one_line() -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with group("--port", str(port)) as served, trio.fail_after(30):
+            assert await served.exit_status() == 1
+            assert served.workers() == set() and not served.seen
+            last = served.output.strip().splitlines()[-1]
+            assert last.startswith(f"trio-mcp: cannot listen on 127.0.0.1:{port}"), last
+
+
+async def test_workers_from_the_environment_and_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "trio-mcp.toml"
+    config.write_text("workers = 3\n")
+    from_file = {**os.environ, "TRIO_MCP_CONFIG": str(config)}
+    with group(env=from_file, workers=None) as served, trio.fail_after(60):
+        await served.wait_for("3 processes")
+        assert len(served.workers()) == 3
+    over_file = {**from_file, "TRIO_MCP_WORKERS": "2"}
+    with group(env=over_file, workers=None) as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        assert len(served.workers()) == 2
