@@ -24,9 +24,9 @@ heartbeats.
   scheduler blocked) is killed (SIGKILL) and replaced, and the log says why.
 - A worker that exits, is killed, or does not listen within
   ``worker_start_timeout_s`` is replaced: at once the first time, then after
-  `FIRST_BACKOFF_S`, doubling up to `MAX_BACKOFF_S`, for each further
-  failure of the same worker within `CRASH_WINDOW_S`; the `CRASH_LIMIT`-th
-  there stops the group (exit status 1, one line saying why).
+  `FIRST_BACKOFF_S`, doubled for each further failure of the same worker
+  within `CRASH_WINDOW_S` (0.5, 1, 2 s); the `CRASH_LIMIT`-th there stops
+  the group (exit status 1, one line saying why).
 - SIGHUP: a rolling restart, one worker at a time: its successor starts,
   and once it listens the old one gets SIGTERM and drains.
 - SIGTERM or SIGINT: every worker gets SIGTERM and drains; one still running
@@ -75,7 +75,6 @@ CRASH_WINDOW_S: Final = 60.0
 #: The wait before a failed worker's second restart within the window,
 #: doubled for each further one (its first restart is at once).
 FIRST_BACKOFF_S: Final = 0.5
-MAX_BACKOFF_S: Final = 8.0
 #: What a draining worker gets beyond its own drain before it is killed.
 STOP_MARGIN_S: Final = 5.0
 #: The most an owner name may be (it rides in every session id).
@@ -386,7 +385,6 @@ class Supervisor:
             )
             return
         delay = 0.0 if len(failures) == 1 else FIRST_BACKOFF_S * 2 ** (len(failures) - 2)
-        delay = min(delay, MAX_BACKOFF_S)
         logger.error("%s %s; starting another in %g s", worker.label, what, delay)
         assert self._nursery is not None
         self._nursery.start_soon(self._replace, slot, worker, delay)
