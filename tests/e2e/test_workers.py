@@ -99,7 +99,11 @@ class Group:
     def close(self) -> None:
         self.workers()
         if self.proc.poll() is None:
-            self.proc.kill()
+            self.proc.send_signal(signal.SIGTERM)  # (so that it removes its directory)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
         self.proc.wait()
         for pid in self.seen:  # (orphans, if the test ended before the group)
             with contextlib.suppress(OSError):
