@@ -53,6 +53,8 @@ SAMPLES: dict[str, object] = {
     "access_log_sample": 0.25,
     "access_log_path": "access.log",
     "ready_path": "/ready",
+    "redis_url": "redis://127.0.0.1:6380/2",
+    "redis_password": "hunter2",
 }
 #: What a setting is valid only beside (given in the file, the lowest source).
 COMPANIONS: dict[str, dict[str, object]] = {

@@ -1,0 +1,188 @@
+"""Sessions shared through a real redis-server: any replica serves any session,
+the bounds hold across replicas, Redis ends idle sessions, DELETE ends one
+everywhere."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+import trio
+from _support import MCP, connect
+from redis_fixtures import StartRedis, StartReplica
+
+from trio_mcp import MCPConfig, Server
+from trio_mcp._errors import StartupError
+
+
+def replica_app(name: str) -> Server:
+    """An application whose tool says which replica ran it."""
+    app = Server("replicated")
+
+    @app.tool()
+    def whoami() -> str:
+        return name
+
+    return app
+
+
+async def session_on(port: int) -> MCP:
+    mcp = MCP(await connect(port))
+    await mcp.initialize()
+    return mcp
+
+
+async def call_on(port: int, session: MCP, id: int) -> tuple[int, str]:
+    """tools/call whoami on a new connection to `port`: (status, who answered)."""
+    async with await connect(port) as client:
+        other = MCP(client)
+        other.session, other.version = session.session, session.version
+        reply = await other.post(
+            {
+                "jsonrpc": "2.0",
+                "id": id,
+                "method": "tools/call",
+                "params": {"name": "whoami", "arguments": {}},
+            }
+        )
+    if reply.status != 200:
+        return reply.status, ""
+    return 200, orjson.loads(reply.body)["result"]["content"][0]["text"]
+
+
+async def test_a_session_made_on_one_replica_is_served_by_the_others(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    ports = [await start_replica(replica_app(f"r{i}"), redis.url) for i in (1, 2, 3)]
+    mcp = await session_on(ports[0])
+    answers = [await call_on(ports[1 + i % 2], mcp, i) for i in range(10)]
+    assert answers == [(200, "r2" if i % 2 == 0 else "r3") for i in range(10)]
+    await mcp.client.stream.aclose()
+
+
+async def test_the_session_bound_holds_across_replicas(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    ports = [
+        await start_replica(
+            replica_app(f"r{i}"), redis.url, max_sessions=2, max_sessions_per_client=2
+        )
+        for i in (1, 2)
+    ]
+    first = await session_on(ports[0])
+    second = await session_on(ports[1])
+    async with await connect(ports[1]) as client:
+        reply = await MCP(client).post(
+            orjson.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-11-25",
+                        "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "1"},
+                    },
+                }
+            ),
+            session=None,
+            version=None,
+        )
+    assert reply.status == 503, reply.body
+    assert reply.header(b"retry-after") is not None
+    # ending one on the other replica makes room everywhere
+    async with await connect(ports[0]) as client:
+        await client.send(
+            b"DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: "
+            + second.session.encode()  # type: ignore[union-attr]
+            + b"\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n\r\n"
+        )
+        assert (await client.read_reply()).status in (200, 204)
+    third = await session_on(ports[1])
+    for mcp in (first, second, third):
+        await mcp.client.stream.aclose()
+
+
+async def test_one_client_share_holds_across_replicas(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    ports = [
+        await start_replica(replica_app(f"r{i}"), redis.url, max_sessions_per_client=1)
+        for i in (1, 2)
+    ]
+    first = await session_on(ports[0])
+    mcp = MCP(await connect(ports[1]))
+    reply = await mcp.post(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+        session=None,
+        version=None,
+    )
+    assert reply.status == 429, reply.body
+    await mcp.client.stream.aclose()
+    await first.client.stream.aclose()
+
+
+async def test_delete_on_one_replica_ends_the_session_everywhere(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    ports = [await start_replica(replica_app(f"r{i}"), redis.url) for i in (1, 2, 3)]
+    mcp = await session_on(ports[0])
+    assert await call_on(ports[1], mcp, 1) == (200, "r2")  # (replica 2 keeps a copy now)
+    async with await connect(ports[2]) as client:
+        await client.send(
+            b"DELETE /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nMcp-Session-Id: "
+            + mcp.session.encode()  # type: ignore[union-attr]
+            + b"\r\nMCP-Protocol-Version: 2025-11-25\r\nContent-Length: 0\r\n\r\n"
+        )
+        assert (await client.read_reply()).status in (200, 204)
+    for port in ports:
+        # (replica 2's copy is dropped by the message the DELETE published;
+        # within redis_session_cache_s even without it)
+        with trio.fail_after(5):
+            while (await call_on(port, mcp, 2))[0] != 404:
+                await trio.sleep(0.02)
+    await mcp.client.stream.aclose()
+
+
+async def test_redis_ends_an_idle_session(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    config = {"session_idle_timeout_s": 0.4, "event_buffer_age_s": 0.4}
+    ports = [await start_replica(replica_app(f"r{i}"), redis.url, **config) for i in (1, 2)]
+    mcp = await session_on(ports[0])
+    # in use, it lives past the timeout: uses on either replica are written back
+    for i in range(6):
+        assert (await call_on(ports[i % 2], mcp, i))[0] == 200
+        await trio.sleep(0.15)
+    # idle, Redis ends it: within the timeout plus the grace of two sweeps
+    await trio.sleep(0.4 + 2 * 0.1 + 0.3)
+    assert (await call_on(ports[1], mcp, 9))[0] == 404
+    assert (await call_on(ports[0], mcp, 10))[0] == 404
+    await mcp.client.stream.aclose()
+
+
+def test_a_password_is_never_part_of_the_url() -> None:
+    with pytest.raises(ValueError, match="redis_password"):
+        MCPConfig(redis_url="redis://:secret@127.0.0.1:6379/0")
+    assert MCPConfig(redis_url="redis://127.0.0.1/0", redis_password="x").redis_password == "x"
+
+
+async def test_an_unreachable_redis_is_one_startup_error(start_replica: StartReplica) -> None:
+    from _support import free_port
+
+    pytest.importorskip("coredis")
+    with pytest.raises(StartupError, match="cannot reach Redis"):
+        await start_replica(replica_app("r1"), f"redis://127.0.0.1:{free_port()}/0")
