@@ -28,7 +28,7 @@ import contextlib
 import logging
 import secrets
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import trio
@@ -89,6 +89,11 @@ class RedisLink:
         self._receiving = trio.CancelScope()
         self._shield = trio.CancelScope(shield=True)
         self._stop = trio.Event()
+        #: What runs beside the subscription while connected (the bus's renewals).
+        self.tasks: list[Callable[[], Awaitable[None]]] = []
+        #: Sessions whose GET stream was just replayed: the newest sequence
+        #: replayed and the session's event tag (the bus catches up from it).
+        self.replayed: dict[str, tuple[int, str]] = {}
         #: Why the connection could not be made (raised by `opened`).
         self._failed: StartupError | None = None
 
@@ -155,8 +160,12 @@ class RedisLink:
                     return
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.listen)
-                    task_status.started()
-                    await self._stop.wait()
+                    async with trio.open_nursery() as chores:
+                        for chore in self.tasks:
+                            chores.start_soon(chore)
+                        task_status.started()
+                        await self._stop.wait()
+                        chores.cancel_scope.cancel()
             self.client = None
 
     def describe(self) -> str:

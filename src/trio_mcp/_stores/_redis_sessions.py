@@ -193,6 +193,8 @@ class RedisSessionStore:
         #: the records this process created or read, and until when each is fresh
         self._copies: dict[str, Session] = {}
         self._fresh_until: dict[str, float] = {}
+        #: the sessions this process created (a broadcast's audience)
+        self._created: set[str] = set()
         #: sessions used since the last `touch` (written back then)
         self._touched: set[str] = set()
         self._index = link.key("sessions")
@@ -265,6 +267,7 @@ class RedisSessionStore:
             owner,
         )
         self._keep(session, now)
+        self._created.add(session_id)
         return session
 
     def create_nowait(self, *args: Any, **kwargs: Any) -> Session:
@@ -338,6 +341,7 @@ class RedisSessionStore:
         self._copies.pop(session_id, None)
         self._fresh_until.pop(session_id, None)
         self._touched.discard(session_id)
+        self._created.discard(session_id)
 
     async def update(
         self,
@@ -422,15 +426,12 @@ class RedisSessionStore:
         return gone
 
     async def audience(self, uri: str | None) -> list[Session]:
-        """The live sessions this process knows (subscribed to `uri`, when given):
-        until events and streams are shared, a broadcast reaches the streams here."""
-        now = trio.current_time()
-        stale = [s for s, until in self._fresh_until.items() if until < now]
-        stale += [s for s in self._copies if s not in self._fresh_until]
-        if stale:
-            await self._read(stale)
-        live = list(self._copies.values())
-        return live if uri is None else [s for s in live if uri in s.subscriptions]
+        """The live sessions this process created (subscribed to `uri`, when
+        given): every process's application sends its own notifications, and
+        each session hears them from the process that made it, once."""
+        created = [s for s in self._copies if s in self._created]
+        found = [s for s in await self._read(created) if s is not None] if created else []
+        return found if uri is None else [s for s in found if uri in s.subscriptions]
 
     def count(self) -> int:
         return len(self._copies)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .._config import MCPConfig
-from ._bus import MemoryBus
-from ._events import MemoryEventStore
 from ._redis import RedisLink
+from ._redis_bus import RedisBus
+from ._redis_events import RedisEventStore
 from ._redis_sessions import RedisSessionStore
 from ._requests import MemoryRequestRegistry
-from ._stores import Stores, event_limits
+from ._stores import Stores
 
 
 def redis_stores(
@@ -22,8 +22,8 @@ def redis_stores(
     sessions = RedisSessionStore(link, config, grace_s, principal_key)
     return Stores(
         sessions,
-        MemoryEventStore(event_limits(config)),
-        MemoryBus(),
+        RedisEventStore(link, config, grace_s),
+        RedisBus(link),
         MemoryRequestRegistry(
             config.max_requests_per_session, config.max_client_requests_per_session
         ),
