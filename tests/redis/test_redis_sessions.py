@@ -8,10 +8,12 @@ import orjson
 import pytest
 import trio
 from _support import MCP, connect
-from redis_fixtures import StartRedis, StartReplica
+from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, StartReplica
 
 from trio_mcp import MCPConfig, Server
 from trio_mcp._errors import StartupError
+
+pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
 
 def replica_app(name: str) -> Server:
@@ -186,3 +188,56 @@ async def test_an_unreachable_redis_is_one_startup_error(start_replica: StartRep
     pytest.importorskip("coredis")
     with pytest.raises(StartupError, match="cannot reach Redis"):
         await start_replica(replica_app("r1"), f"redis://127.0.0.1:{free_port()}/0")
+
+
+def test_redis_without_coredis_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from trio_mcp._mcp._endpoint import MCPEndpoint
+
+    monkeypatch.setitem(sys.modules, "coredis", None)  # (any import of it fails)
+    with pytest.raises(StartupError, match=r"pip install 'trio-mcp\[redis\]'") as caught:
+        MCPEndpoint(replica_app("r1"), MCPConfig(redis_url="redis://127.0.0.1:6379/0"))
+    assert "\n" not in str(caught.value)
+
+
+def test_the_memory_stores_stay_the_default() -> None:
+    from trio_mcp._mcp._endpoint import MCPEndpoint
+    from trio_mcp._stores._sessions import MemorySessionStore
+
+    endpoint = MCPEndpoint(replica_app("r1"), MCPConfig())
+    assert isinstance(endpoint.stores.sessions, MemorySessionStore)
+    assert endpoint.stores.opened is None
+
+
+async def test_while_redis_is_down_requests_get_503_and_then_work_again(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis(aof=True)
+    ports = [await start_replica(replica_app(f"r{i}"), redis.url) for i in (1, 2)]
+    mcp = await session_on(ports[0])
+    redis.kill()
+    status, _ = await call_on(ports[1], mcp, 1)  # (replica 2 has no copy: it must ask)
+    assert status == 503
+    async with await connect(ports[1]) as client:
+        reply = await MCP(client).post(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+            session=None,
+            version=None,
+        )
+    assert reply.status == 503, reply.body
+    assert reply.header(b"retry-after") == b"1"
+    await redis.start()
+    with trio.fail_after(10):  # (coredis reconnects by itself)
+        while (await call_on(ports[1], mcp, 2))[0] != 200:
+            await trio.sleep(0.1)
+    await mcp.client.stream.aclose()

@@ -9,16 +9,14 @@ from __future__ import annotations
 import pytest
 import trio
 from _support import MCP, EventReader, connect
-from redis_fixtures import StartRedis, StartReplica
+from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, StartReplica
 
 from trio_mcp import Server
 
-#: coredis leaves the buffers of the connections a killed Redis dropped
-#: unclosed (anyio warns when they are collected); nothing of ours leaks.
-KILLS_REDIS = pytest.mark.filterwarnings("ignore:Unclosed <MemoryObject:ResourceWarning")
-
 #: How long a test waits for an event that should come (they come in ms).
 EVENT_WAIT_S = 10.0
+
+pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
 
 def get_request(mcp: MCP, last_event_id: str | None = None) -> bytes:
@@ -90,7 +88,6 @@ async def test_a_get_stream_hears_what_another_replica_sends_and_resumes_elsewhe
     await mcp.client.stream.aclose()
 
 
-@KILLS_REDIS
 async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:
@@ -123,7 +120,6 @@ async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(
     await mcp.client.stream.aclose()
 
 
-@KILLS_REDIS
 async def test_without_persistence_a_resume_after_a_redis_restart_is_told_so(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:

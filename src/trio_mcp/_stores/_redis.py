@@ -28,12 +28,13 @@ import contextlib
 import logging
 import secrets
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final
 
 import trio
 
-from .._errors import StartupError
+from .._errors import MCPError, Rejection, StartupError
+from .._protocol._jsonrpc import INTERNAL_ERROR
 
 logger = logging.getLogger("trio_mcp.redis")
 
@@ -47,6 +48,20 @@ RESUBSCRIBE_S: Final = 0.5
 STOP_S: Final = 2.0
 
 Handler = Callable[[bytes], None]
+
+
+@contextlib.contextmanager
+def answering_503(link: RedisLink) -> Iterator[None]:
+    """Redis unreachable (restarting, say) is a 503 with ``Retry-After``, not a 500."""
+    try:
+        yield
+    except (OSError, link.coredis.exceptions.RedisError) as error:
+        logger.warning("Redis: %s", error)
+        raise Rejection(
+            503,
+            MCPError(INTERNAL_ERROR, "Service Unavailable: the session store is unreachable"),
+            [(b"retry-after", b"1")],
+        ) from None
 
 
 def coredis_module() -> Any:

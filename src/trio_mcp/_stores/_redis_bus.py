@@ -29,7 +29,7 @@ import trio
 from .._protocol._events import MESSAGE_EVENT
 from .._speedups import format_event
 from ._bus import Listening, MemoryBus, Producer, Subscriber
-from ._redis import RedisLink
+from ._redis import RedisLink, answering_503
 
 #: How long a GET stream's lease lasts without renewal (a dead holder frees
 #: the session's GET stream after this), and how often it is renewed.
@@ -133,10 +133,11 @@ class RedisBus:
         if self.local.stream_of(session_id) is not None:
             return False
         self._released.discard(session_id)
-        taken = await link.script("take", TAKE)(
-            keys=[link.session_key(session_id, "holder")],
-            args=[link.process_channel, self._lease_ms],
-        )
+        with answering_503(link):
+            taken = await link.script("take", TAKE)(
+                keys=[link.session_key(session_id, "holder")],
+                args=[link.process_channel, self._lease_ms],
+            )
         replayed = self.link.replayed.pop(session_id, None)
         if not taken or not await self.local.attach(session_id, subscriber):
             return False

@@ -28,7 +28,7 @@ from typing import Any
 from .._config import MCPConfig
 from .._errors import EventsLost
 from .._protocol._events import EVENT_OVERHEAD, StoredEvent, parse_event_id
-from ._redis import RedisLink
+from ._redis import RedisLink, answering_503
 from ._stores import event_limits
 
 #: KEYS: meta, stream, holder; ARGV: data, n, max events, max bytes, max age ms,
@@ -196,10 +196,14 @@ class RedisEventStore:
             return None
         tag, stream, sequence = parsed
         link = self.link
-        answer: list[Any] = await link.script("replay", REPLAY)(
-            keys=[link.session_key(session_id, "e"), link.session_key(session_id, f"x:{stream}")],
-            args=[stream, sequence, self._max_age_ms],
-        )
+        with answering_503(link):
+            answer: list[Any] = await link.script("replay", REPLAY)(
+                keys=[
+                    link.session_key(session_id, "e"),
+                    link.session_key(session_id, f"x:{stream}"),
+                ],
+                args=[stream, sequence, self._max_age_ms],
+            )
         status = answer[0]
         if status == b"gone" or status == b"lost":
             raise EventsLost(stream)

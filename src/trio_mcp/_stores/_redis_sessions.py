@@ -33,7 +33,7 @@ from .._config import MCPConfig
 from .._errors import SessionsFull
 from .._json import dumps, loads
 from .._protocol._sessions import Session, new_session_id
-from ._redis import RedisLink
+from ._redis import RedisLink, answering_503
 
 #: now in milliseconds, by Redis's clock (one clock for every process)
 _NOW = """local t = redis.call('TIME')
@@ -193,6 +193,8 @@ class RedisSessionStore:
         #: the records this process created or read, and until when each is fresh
         self._copies: dict[str, Session] = {}
         self._fresh_until: dict[str, float] = {}
+        #: the sessions being read from Redis now, and what their readers set
+        self._reading: dict[str, trio.Event] = {}
         #: the sessions this process created (a broadcast's audience)
         self._created: set[str] = set()
         #: sessions used since the last `touch` (written back then)
@@ -249,10 +251,11 @@ class RedisSessionStore:
             "o",
             owner,
         ]
-        refused = await link.script("create", CREATE)(
-            keys=[self._index, link.key("owner", owner), link.session_key(session_id, "s")],
-            args=[self.max_sessions, self.max_per_owner, self.ttl_ms, session_id, *fields],
-        )
+        with answering_503(link):
+            refused = await link.script("create", CREATE)(
+                keys=[self._index, link.key("owner", owner), link.session_key(session_id, "s")],
+                args=[self.max_sessions, self.max_per_owner, self.ttl_ms, session_id, *fields],
+            )
         if refused:
             raise SessionsFull(per_client=refused == 2)
         now = trio.current_time()
@@ -285,13 +288,27 @@ class RedisSessionStore:
             return self.get_nowait(session_id)
         except trio.WouldBlock:
             pass
-        found = await self._read([session_id])
+        # One read per session at a time: the requests that find the copy
+        # stale together wait for the first one's read.
+        reading = self._reading.get(session_id)
+        if reading is not None:
+            await reading.wait()
+            return await self.get(session_id)  # (fresh now, unless that read failed)
+        reading = self._reading[session_id] = trio.Event()
+        try:
+            found = await self._read([session_id])
+        finally:
+            del self._reading[session_id]
+            reading.set()
         return found[0]
 
     async def _read(self, session_ids: list[str]) -> list[Session | None]:
         """The records of these sessions, read from Redis (and kept here)."""
         link = self.link
-        answers = await link.script("records", RECORDS)(keys=[], args=[_prefix(link), *session_ids])
+        with answering_503(link):
+            answers = await link.script("records", RECORDS)(
+                keys=[], args=[_prefix(link), *session_ids]
+            )
         now = trio.current_time()
         found: list[Session | None] = []
         for session_id, answer in zip(session_ids, answers, strict=True):
@@ -399,10 +416,11 @@ class RedisSessionStore:
     async def delete(self, session_id: str) -> bool:
         link = self.link
         self._drop(session_id)
-        ended = await link.script("delete", DELETE)(
-            keys=[link.session_key(session_id, "s"), link.session_key(session_id, "u")],
-            args=[_prefix(link), session_id, self._channel, self._message(session_id)],
-        )
+        with answering_503(link):
+            ended = await link.script("delete", DELETE)(
+                keys=[link.session_key(session_id, "s"), link.session_key(session_id, "u")],
+                args=[_prefix(link), session_id, self._channel, self._message(session_id)],
+            )
         return bool(ended)
 
     async def touch(self, session_ids: Iterable[str]) -> None:
