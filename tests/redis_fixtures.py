@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from _support import free_port
+from _support import MCP, EventReader, connect, free_port
 
 from trio_mcp import HTTPServer, MCPConfig, Server, ServerConfig, serve_mcp
 
@@ -210,3 +210,42 @@ def collect_coredis_leftovers() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Unclosed <MemoryObject", ResourceWarning)
         gc.collect()
+
+
+# ---- a client's GET stream ----------------------------------------------------
+
+#: How long a test waits for an event that should come (they come in ms).
+EVENT_WAIT_S = 10.0
+
+pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
+
+
+def get_request(mcp: MCP, last_event_id: str | None = None) -> bytes:
+    lines = [
+        b"GET /mcp HTTP/1.1",
+        b"Host: 127.0.0.1",
+        b"Accept: text/event-stream",
+        b"Mcp-Session-Id: " + mcp.session.encode(),  # type: ignore[union-attr]
+        b"MCP-Protocol-Version: " + mcp.version.encode(),  # type: ignore[union-attr]
+    ]
+    if last_event_id is not None:
+        lines.append(b"Last-Event-ID: " + last_event_id.encode())
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def open_get(port: int, mcp: MCP, last_event_id: str | None = None) -> EventReader:
+    """A GET stream (retried while another replica's lease on it lapses: 409)."""
+    with trio.fail_after(EVENT_WAIT_S):
+        while True:
+            reader = EventReader(await connect(port))
+            head = await reader.head(get_request(mcp, last_event_id))
+            if head.status_code != 409:
+                assert head.status_code == 200, head
+                return reader
+            await reader.client.stream.aclose()
+            await trio.sleep(0.1)
+
+
+async def next_message(reader: EventReader) -> tuple[str | None, dict]:
+    with trio.fail_after(EVENT_WAIT_S):
+        return await reader.message()
