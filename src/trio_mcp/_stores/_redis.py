@@ -2,10 +2,11 @@
 same URL shares, and the one connection they share it through.
 
 `RedisLink` owns the client (coredis, which runs on trio through anyio), the
-Lua scripts, and this process's one pub/sub subscription, which carries two
-kinds of message: a session record changed or ended somewhere (every process
-drops its copy: ``<prefix>:changed``), and frames for the streams this
-process holds (``<prefix>:process:<its id>``). coredis's pub/sub iterator can
+Lua scripts, and this process's one pub/sub subscription, which carries what
+the stores publish to each other: a session record changed or ended
+somewhere (``<prefix>:changed``), events for the GET streams this process
+holds (``<prefix>:process:<its id>``), answers to the requests it sent
+clients and cancellations (``_redis_requests.py``). coredis's pub/sub iterator can
 end silently when Redis restarts; `RedisLink.listen` loops around it, and the
 stores poll what matters on each sweep as well, so a lost subscription costs
 freshness for a moment, never correctness.

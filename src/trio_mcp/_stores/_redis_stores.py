@@ -9,8 +9,8 @@ from .._config import MCPConfig
 from ._redis import RedisLink
 from ._redis_bus import RedisBus
 from ._redis_events import RedisEventStore
+from ._redis_requests import RedisRequestRegistry
 from ._redis_sessions import RedisSessionStore
-from ._requests import MemoryRequestRegistry
 from ._stores import Stores
 
 
@@ -24,8 +24,8 @@ def redis_stores(
         sessions,
         RedisEventStore(link, config, grace_s),
         RedisBus(link),
-        MemoryRequestRegistry(
-            config.max_requests_per_session, config.max_client_requests_per_session
+        RedisRequestRegistry(
+            link, config.max_requests_per_session, config.max_client_requests_per_session
         ),
         opened=link.opened,
     )
