@@ -21,6 +21,7 @@ import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -169,14 +170,18 @@ class Replicas:
         self.nursery = nursery
         self.servers: dict[int, HTTPServer] = {}
 
-    async def __call__(self, app: Server, redis_url: str, **config: object) -> int:
+    async def __call__(
+        self, app: Server, redis_url: str, authenticate: Any = None, **config: object
+    ) -> int:
         mcp_config = MCPConfig(
             http=ServerConfig(port=0),
             redis_url=redis_url,
             **config,  # type: ignore[arg-type]
         )
         server: HTTPServer = await self.nursery.start(
-            lambda task_status: serve_mcp(app, mcp_config, task_status=task_status)
+            lambda task_status: serve_mcp(
+                app, mcp_config, authenticate=authenticate, task_status=task_status
+            )
         )
         self.servers[server.ports[0]] = server
         return server.ports[0]

@@ -4,10 +4,12 @@ everywhere."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 import trio
-from _support import MCP, connect
+from _support import MCP, connect, initialize_body
 from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, StartReplica
 
 from trio_mcp import MCPConfig, Server
@@ -241,3 +243,38 @@ async def test_while_redis_is_down_requests_get_503_and_then_work_again(
         while (await call_on(ports[1], mcp, 2))[0] != 200:
             await trio.sleep(0.1)
     await mcp.client.stream.aclose()
+
+
+@pytest.mark.parametrize(
+    "principals",
+    [
+        {b"Bearer alice": "alice", b"Bearer bob": "bob"},  # (str: read back as itself)
+        {b"Bearer alice": {"sub": "alice"}, b"Bearer bob": {"sub": "bob"}},  # (by its key)
+    ],
+)
+async def test_a_session_stays_with_its_principal_on_every_replica(
+    start_redis: StartRedis, start_replica: StartReplica, principals: dict
+) -> None:
+    async def authenticate(request: Any) -> object:
+        return principals.get(request.header(b"authorization"))
+
+    redis = await start_redis()
+    one, two = [
+        await start_replica(replica_app(f"r{i}"), redis.url, authenticate=authenticate)
+        for i in (1, 2)
+    ]
+    async with await connect(one) as client:
+        reply = await MCP(client).post(
+            initialize_body(), extra=[(b"Authorization", b"Bearer alice")]
+        )
+        assert reply.status == 200
+        session = reply.header(b"mcp-session-id").decode()  # type: ignore[union-attr]
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    statuses = []
+    for token in (b"Bearer bob", b"Bearer alice"):
+        async with await connect(two) as client:
+            reply = await MCP(client).post(
+                ping, session=session, version="2025-11-25", extra=[(b"Authorization", token)]
+            )
+            statuses.append(reply.status)
+    assert statuses == [403, 200]

@@ -430,9 +430,13 @@ class RedisSessionStore:
             return
         self._touched = set()
         link = self.link
-        await link.script("touch", TOUCH)(
-            keys=[self._index], args=[self.ttl_ms, _prefix(link), *touched]
-        )
+        try:
+            await link.script("touch", TOUCH)(
+                keys=[self._index], args=[self.ttl_ms, _prefix(link), *touched]
+            )
+        except BaseException:
+            self._touched |= touched  # (written back at the next sweep instead)
+            raise
 
     async def expire(self) -> list[str]:
         link = self.link
