@@ -278,3 +278,17 @@ async def test_a_session_stays_with_its_principal_on_every_replica(
             )
             statuses.append(reply.status)
     assert statuses == [403, 200]
+
+
+def test_the_start_up_line_names_the_redis(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from trio_mcp._mcp._startup import announce
+    from trio_mcp._trio._server import HTTPServer
+
+    caplog.set_level(logging.INFO, "trio_mcp")
+    config = MCPConfig(redis_url="redis://10.0.0.5:6379/2", redis_password="hunter2")
+    announce(config, HTTPServer(lambda request: None, config.http))  # (never started)
+    (line,) = [r.getMessage() for r in caplog.records if "serving MCP" in r.getMessage()]
+    assert "; sessions shared through redis://10.0.0.5:6379/2; build: " in line
+    assert "hunter2" not in line
