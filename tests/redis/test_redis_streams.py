@@ -145,3 +145,23 @@ async def test_a_second_get_stream_anywhere_is_refused(
     await reader.client.stream.aclose()
     await stream.client.stream.aclose()
     await mcp.client.stream.aclose()
+
+
+async def test_a_broadcast_reaches_every_session_s_stream_on_another_replica(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    sessions = [await session_on(two) for _ in range(3)]
+    streams = [await open_get(one, mcp) for mcp in sessions]
+    changed(apps[1], 2)
+    for stream in streams:
+        got = [await next_message(stream) for _ in range(2)]
+        assert [m["method"] for _, m in got] == ["notifications/tools/list_changed"] * 2
+        sequences = [int(event_id.rsplit("-", 1)[1]) for event_id, _ in got]  # type: ignore[union-attr]
+        assert sequences == sorted(set(sequences))
+    for stream in streams:
+        await stream.client.stream.aclose()
+    for mcp in sessions:
+        await mcp.client.stream.aclose()

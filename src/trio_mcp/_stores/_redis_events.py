@@ -157,33 +157,47 @@ class RedisEventStore:
         self.ttl_ms = max(1, math.ceil((config.session_idle_timeout_s + grace_s) * 1000))
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
-        link = self.link
-        limits = self.limits
-        tag, seq = await link.script("append", APPEND)(
-            keys=[
-                link.session_key(session_id, "e"),
-                link.session_key(session_id, f"x:{stream}"),
-                link.session_key(session_id, "holder"),
-            ],
-            args=[
-                data,
-                stream,
-                limits.max_events,
-                limits.max_bytes,
-                self._max_age_ms,
-                limits.max_session_bytes,
-                self.ttl_ms,
-                secrets.token_hex(4),
-                link.process_channel,
-                session_id,
-            ],
-        )
+        keys, args = self._append_call(session_id, stream, data)
+        tag, seq = await self.link.script("append", APPEND)(keys=keys, args=args)
         return f"{tag.decode()}-{stream}-{seq}"
 
     async def append_many(
         self, session_ids: list[str], stream: int, data: bytes, now: float
     ) -> list[str]:
-        return [await self.append(session_id, stream, data, now) for session_id in session_ids]
+        """One pipeline for them all: one round trip (two when Redis must be
+        given the script again)."""
+        link = self.link
+        script = link.script("append", APPEND)
+        async with link.client.pipeline(transaction=False) as pipeline:
+            for session_id in session_ids:
+                keys, args = self._append_call(session_id, stream, data)
+                script(keys=keys, args=args, client=pipeline)
+        return [f"{tag.decode()}-{stream}-{seq}" for tag, seq in pipeline.results or ()]
+
+    def _append_call(
+        self, session_id: str, stream: int, data: bytes
+    ) -> tuple[list[str], list[Any]]:
+        """The keys and arguments of the append script."""
+        link = self.link
+        limits = self.limits
+        keys = [
+            link.session_key(session_id, "e"),
+            link.session_key(session_id, f"x:{stream}"),
+            link.session_key(session_id, "holder"),
+        ]
+        args = [
+            data,
+            stream,
+            limits.max_events,
+            limits.max_bytes,
+            self._max_age_ms,
+            limits.max_session_bytes,
+            self.ttl_ms,
+            secrets.token_hex(4),
+            link.process_channel,
+            session_id,
+        ]
+        return keys, args
 
     def settle(self) -> None:
         pass
