@@ -26,6 +26,11 @@ DIRECT_STARTS = {
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
     ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input
     ("_trio/_tasks.py", "_guard"),  # spawn itself
+    # the Redis link, for the endpoint's whole run: the client, and the
+    # subscription whose every message is handled under a try that logs
+    ("_stores/_redis.py", "self._hold"),
+    ("_stores/_redis.py", "self.listen"),
+    ("_stores/_redis.py", "chore"),  # the stores' loops (leases, forwarding): each step in a try
     # the test client's own tasks, in a nursery of its own: a failure there is
     # the test's to see (its connections to the server are spawned)
     ("testing.py", "http.enforce_timeouts"),

@@ -60,12 +60,8 @@ async def post_elsewhere(port: int, mcp: MCP, body: dict) -> int:
         return (await client.read_reply()).status
 
 
-async def test_a_client_answers_on_another_replica(
-    start_redis: StartRedis, start_replica: StartReplica
-) -> None:
-    redis = await start_redis()
-    never = trio.Event()
-    one, two = [await start_replica(asking_app(f"r{i}", never, never), redis.url) for i in (1, 2)]
+async def answered_elsewhere(one: int, two: int) -> str:
+    """A tool on replica 1 elicits; the client answers on replica 2: the tool's text."""
     mcp = await initialized(one)
     reader = EventReader(await connect(one))
     call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "ask"}}
@@ -78,9 +74,18 @@ async def test_a_client_answers_on_another_replica(
         assert await post_elsewhere(two, mcp, answer) == 202  # (replica 2 forwards it)
         _, result = await reader.message()
     assert result["id"] == 5
-    assert result["result"]["content"][0]["text"] == "r1 heard accept"
     await reader.client.stream.aclose()
     await mcp.client.stream.aclose()
+    return str(result["result"]["content"][0]["text"])
+
+
+async def test_a_client_answers_on_another_replica(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    never = trio.Event()
+    one, two = [await start_replica(asking_app(f"r{i}", never, never), redis.url) for i in (1, 2)]
+    assert await answered_elsewhere(one, two) == "r1 heard accept"
 
 
 async def test_a_client_cancels_through_another_replica(
@@ -106,3 +111,20 @@ async def test_a_client_cancels_through_another_replica(
         await cancelled.wait()
     await client.stream.aclose()
     await mcp.client.stream.aclose()
+
+
+async def test_a_malformed_message_on_a_channel_is_logged_and_the_link_goes_on(
+    start_redis: StartRedis, start_replica: StartReplica, caplog: pytest.LogCaptureFixture
+) -> None:
+    redis = await start_redis()
+    never = trio.Event()
+    one, two = [await start_replica(asking_app(f"r{i}", never, never), redis.url) for i in (1, 2)]
+    stream = await trio.open_tcp_stream("127.0.0.1", redis.port)
+    async with stream:
+        await stream.send_all(b"PUBLISH trio-mcp:cancel not-json\r\n")
+        assert (await stream.receive_some(64)).startswith(b":2")  # (both replicas heard it)
+    with trio.fail_after(EVENT_WAIT_S):
+        while "a Redis message on trio-mcp:cancel failed" not in caplog.text:
+            await trio.sleep(0.05)
+    # and the forwarding still works
+    assert await answered_elsewhere(one, two) == "r1 heard accept"

@@ -176,13 +176,22 @@ class RedisLink:
                     return
                 async with trio.open_nursery() as nursery:
                     await nursery.start(self.listen)
-                    async with trio.open_nursery() as chores:
+                    async with trio.open_nursery() as chore_nursery:
                         for chore in self.tasks:
-                            chores.start_soon(chore)
+                            chore_nursery.start_soon(chore)
                         task_status.started()
                         await self._stop.wait()
-                        chores.cancel_scope.cancel()
+                        chore_nursery.cancel_scope.cancel()
             self.client = None
+
+    def _handle(self, channel: bytes, data: bytes) -> None:
+        """One message to its handler; one that fails is logged, and the next goes."""
+        handler = self.handlers.get(channel)
+        if handler is not None:
+            try:
+                handler(data)
+            except Exception:
+                logger.exception("a Redis message on %s failed", channel.decode("latin-1"))
 
     def describe(self) -> str:
         args = self._client_args
@@ -206,9 +215,7 @@ class RedisLink:
                     with self._receiving:
                         async for message in pubsub:
                             if message["type"] == "message":
-                                handler = self.handlers.get(message["channel"])
-                                if handler is not None:
-                                    handler(message["data"])
+                                self._handle(message["channel"], message["data"])
                     self._receiving = trio.CancelScope()
             except (OSError, self.coredis.exceptions.RedisError) as error:
                 logger.warning("Redis subscription lost (%s); subscribing again", error)

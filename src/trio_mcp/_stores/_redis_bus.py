@@ -123,8 +123,9 @@ class RedisBus:
                             *released,
                         ],
                     )
-                except (OSError, link.coredis.exceptions.RedisError):
-                    self._released |= released  # (Redis is away: next time)
+                except Exception:
+                    # (Redis is away, say: next time; the lease lapses meanwhile)
+                    self._released |= released
 
     # ---- the Bus protocol ------------------------------------------------------
 
