@@ -150,44 +150,66 @@ async def wait_up(port: int) -> None:
             return
 
 
-async def main(seconds: float, connections: int, depth: int) -> None:
+def start_processes() -> tuple[
+    subprocess.Popen[bytes], list[subprocess.Popen[bytes]], int, dict[str, int], str
+]:
+    """redis-server and the three servers: (redis, servers, its port, their ports, its dir)."""
     redis_port = free_port()
     directory = tempfile.mkdtemp()
     redis = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(redis_port), "--bind",
-         "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", directory],
+        [
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(redis_port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            directory,
+        ],
         stdout=subprocess.DEVNULL,
     )
     url = f"redis://127.0.0.1:{redis_port}/0"
-    servers = []
+    ports = {name: free_port() for name in ("memory", "replica1", "replica2")}
+    servers = [
+        subprocess.Popen(
+            [sys.executable, "-c", SERVE, str(port), "" if name == "memory" else url],
+        )
+        for name, port in ports.items()
+    ]
+    return redis, servers, redis_port, ports, directory
+
+
+async def measure(
+    redis_port: int, ports: dict[str, int], seconds: float, connections: int, depth: int
+) -> None:
+    for port in ports.values():
+        await wait_up(port)
+    results = {}
+    for mode, first, then in (
+        ("memory-only", "memory", "memory"),
+        ("redis, owner", "replica1", "replica1"),
+        ("redis, non-owner", "replica1", "replica2"),
+    ):
+        session = await initialize(ports[first])
+        await load(ports[then], session, 0.5, connections, depth)  # (warm up)
+        before = redis_commands(redis_port)
+        rate = await load(ports[then], session, seconds, connections, depth)
+        commands = redis_commands(redis_port) - before
+        results[mode] = (rate, commands / max(1, rate * seconds))
+    base = results["memory-only"][0]
+    print(f"{'mode':<18} {'req/s':>8} {'ratio':>6} {'redis cmds/req':>15}")
+    for mode, (rate, per) in results.items():
+        print(f"{mode:<18} {rate:8.0f} {rate / base:6.2f} {per:15.4f}")
+
+
+def main(seconds: float, connections: int, depth: int) -> None:
+    redis, servers, redis_port, ports, directory = start_processes()
     try:
-        ports = {name: free_port() for name in ("memory", "replica1", "replica2")}
-        for name, port in ports.items():
-            env = dict(os.environ)
-            servers.append(
-                subprocess.Popen(
-                    [sys.executable, "-c", SERVE, str(port), "" if name == "memory" else url],
-                    env=env,
-                )
-            )
-        for port in ports.values():
-            await wait_up(port)
-        results = {}
-        for mode, first, then in (
-            ("memory-only", "memory", "memory"),
-            ("redis, owner", "replica1", "replica1"),
-            ("redis, non-owner", "replica1", "replica2"),
-        ):
-            session = await initialize(ports[first])
-            await load(ports[then], session, 0.5, connections, depth)  # (warm up)
-            before = redis_commands(redis_port)
-            rate = await load(ports[then], session, seconds, connections, depth)
-            commands = redis_commands(redis_port) - before
-            results[mode] = (rate, commands / max(1, rate * seconds))
-        base = results["memory-only"][0]
-        print(f"{'mode':<18} {'req/s':>8} {'ratio':>6} {'redis cmds/req':>15}")
-        for mode, (rate, per) in results.items():
-            print(f"{mode:<18} {rate:8.0f} {rate / base:6.2f} {per:15.4f}")
+        trio.run(measure, redis_port, ports, seconds, connections, depth)
     finally:
         for proc in [*servers, redis]:
             os.kill(proc.pid, signal.SIGKILL)
@@ -201,4 +223,4 @@ if __name__ == "__main__":
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--depth", type=int, default=8, help="requests pipelined per connection")
     arguments = parser.parse_args()
-    trio.run(main, arguments.seconds, arguments.connections, arguments.depth)
+    main(arguments.seconds, arguments.connections, arguments.depth)
