@@ -55,6 +55,8 @@ SAMPLES: dict[str, object] = {
     "ready_path": "/ready",
     "owner_name": "w1",
     "peer_sockets_dir": "/run/trio-mcp",
+    "redis_url": "redis://127.0.0.1:6380/2",
+    "redis_password": "hunter2",
 }
 #: What a setting is valid only beside (given in the file, the lowest source).
 COMPANIONS: dict[str, dict[str, object]] = {

@@ -38,6 +38,11 @@ DIRECT_STARTS = {
     # ... and a worker's end of its control channel (the supervisor's input)
     ("_worker.py", "self._answer"),
     ("_worker.py", "self._report_ready"),
+    # the Redis link, for the endpoint's whole run: the client, and the
+    # subscription whose every message is handled under a try that logs
+    ("_stores/_redis.py", "self._hold"),
+    ("_stores/_redis.py", "self.listen"),
+    ("_stores/_redis.py", "chore"),  # the stores' loops (leases, forwarding): each step in a try
     # the test client's own tasks, in a nursery of its own: a failure there is
     # the test's to see (its connections to the server are spawned)
     ("testing.py", "http.enforce_timeouts"),

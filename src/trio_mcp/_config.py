@@ -10,6 +10,7 @@ import ipaddress
 import math
 import re
 import socket
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -235,6 +236,25 @@ class ServerConfig:
             )
 
 
+def _check_redis_url(url: str) -> None:
+    """`MCPConfig.redis_url`: "" or a ``redis://``/``rediss://`` URL without a
+    password (a URL is printed and may be a flag; the password is a secret field)."""
+    if not url:
+        return
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ValueError(f"redis_url must be redis://host[:port][/db] or rediss://..., not {url!r}")
+    if parts.password is not None:
+        raise ValueError("redis_url must not carry a password: set redis_password instead")
+    try:
+        parts.port  # noqa: B018 (urlsplit checks the port when it is read)
+    except ValueError as error:
+        raise ValueError(f"redis_url has a bad port: {error}") from None
+    db = parts.path.strip("/")
+    if db and not db.isdigit():
+        raise ValueError(f"redis_url's path must be a database number, not {parts.path!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class MCPConfig:
     """How the MCP endpoint behaves on top of the HTTP server.
@@ -364,6 +384,18 @@ class MCPConfig:
             ``--workers`` group listens on ``<owner_name>.sock`` for the
             requests the others pass to a session's owner; "" (the default)
             passes nothing on.
+        redis_url: share sessions, event buffers and the notification bus
+            with every process given the same URL, through Redis
+            (``redis://host:port/db``, or ``rediss://`` for TLS; the ``redis``
+            extra); "" (the default) keeps everything in this process. The
+            URL carries no password: that is ``redis_password``.
+        redis_password: the Redis password (a secret: the environment, the
+            configuration file or ``--redis-password-file``); "" sends none.
+        redis_session_cache_s: how long this process answers from its own
+            copy of a session record it read from Redis before reading it
+            again; a change another process made (log level, resource
+            subscriptions, a DELETE) reaches this one at once through Redis
+            pub/sub, and after at most this long when pub/sub is down.
     """
 
     http: ServerConfig = ServerConfig()
@@ -409,6 +441,9 @@ class MCPConfig:
     access_log_buffer_lines: int = 10_000
     owner_name: str = ""
     peer_sockets_dir: str = ""
+    redis_url: str = ""
+    redis_password: str = field(default="", metadata={"secret": True})
+    redis_session_cache_s: float = 1.0
 
     @property
     def sessions_per_client(self) -> int:
@@ -476,6 +511,9 @@ class MCPConfig:
             )
         if self.peer_sockets_dir and not self.owner_name:
             raise ValueError("peer_sockets_dir needs an owner_name")
+        _check_redis_url(self.redis_url)
+        if not 0 <= self.redis_session_cache_s <= 60:
+            raise ValueError("redis_session_cache_s must be between 0 and 60")
         self._check_probe_paths()
 
     def _check_probe_paths(self) -> None:

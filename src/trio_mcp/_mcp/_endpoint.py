@@ -149,7 +149,15 @@ class MCPEndpoint:
         self.admission = Admission(config.allowed_hosts, config.allowed_origins, config.http.host)
         #: Where the endpoint keeps shared state: the sessions' records, their
         #: events, the live streams and the requests in flight.
-        self.stores = stores or memory_stores(config, grace_s=2 * sweep_interval_s(config))
+        if stores is None:
+            grace_s = 2 * sweep_interval_s(config)
+            if config.redis_url:
+                from .._stores._redis_stores import redis_stores
+
+                stores = redis_stores(config, grace_s, principal_key)
+            else:
+                stores = memory_stores(config, grace_s)
+        self.stores = stores
         sealer = StateSealer(
             [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
         )
@@ -415,6 +423,8 @@ class MCPEndpoint:
             if self.observer is not None:
                 self.observer.open()
                 stack.push_async_callback(self._close_observer, self.observer)
+            if self.stores.opened is not None:
+                await stack.enter_async_context(self.stores.opened())
             nursery = await stack.enter_async_context(trio.open_nursery())
             self.http_sse.nursery = nursery
             await nursery.start(self.broadcaster.run)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._app._server import Server
 from .._config import MCPConfig
-from .._errors import MCPError, SessionsFull
+from .._errors import MCPError, Rejection, SessionsFull
 from .._http._connection import Response
 from .._json import dumps
 from .._protocol._answers import JSON_HEADERS, rejection_response, sessions_full
@@ -123,6 +123,8 @@ class Handshake:
             )
         except SessionsFull as full:
             return rejection_response(sessions_full(full))
+        except Rejection as rejection:  # (a shared store that cannot answer: 503)
+            return rejection_response(rejection)
         if self.observer is not None:
             self.observer.session_started(session.id)
         return _welcome(message, result, session)

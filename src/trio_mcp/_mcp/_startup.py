@@ -55,6 +55,9 @@ def announce_group(config: MCPConfig, port: int, processes: int) -> None:
         extras.append(f"access log to {config.access_log_path or 'stderr'}")
     if config.traces:
         extras.append("traces")
+    if config.redis_url:
+        # (the URL carries no password: MCPConfig refuses one)
+        extras.append(f"sessions shared through {config.redis_url}")
     logger.info(
         "trio-mcp %s serving MCP on %s (revisions %s%s; build: %s; %s)",
         __version__,

@@ -9,5 +9,6 @@
 Each module writes its contract down (what is atomic, what may be eventually
 consistent, what is async because a network store needs a round trip) and
 holds the in-memory implementation, the fast default. `Stores` is the four
-together, as an endpoint takes them.
+together, as an endpoint takes them. ``_redis*.py`` hold the implementations
+on Redis (``MCPConfig.redis_url``), which several processes share.
 """

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from typing import Any
 
 from .._config import MCPConfig
 from .._protocol._events import EventLimits
@@ -20,6 +23,9 @@ class Stores:
     events: EventStore
     bus: Bus
     requests: RequestRegistry
+    #: What connects shared stores while the endpoint runs (their client,
+    #: their subscription); None for stores that need nothing.
+    opened: Callable[[], AbstractAsyncContextManager[Any]] | None = None
 
 
 def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
@@ -32,16 +38,19 @@ def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
             grace_s,
             config.sessions_per_client,
         ),
-        MemoryEventStore(
-            EventLimits(
-                config.event_buffer_events,
-                config.event_buffer_bytes,
-                config.event_buffer_age_s,
-                config.event_buffer_session_bytes,
-            )
-        ),
+        MemoryEventStore(event_limits(config)),
         MemoryBus(),
         MemoryRequestRegistry(
             config.max_requests_per_session, config.max_client_requests_per_session
         ),
+    )
+
+
+def event_limits(config: MCPConfig) -> EventLimits:
+    """The bounds of the event buffers `config` sets."""
+    return EventLimits(
+        config.event_buffer_events,
+        config.event_buffer_bytes,
+        config.event_buffer_age_s,
+        config.event_buffer_session_bytes,
     )

@@ -1,0 +1,31 @@
+"""`redis_stores`: the four stores for ``MCPConfig.redis_url`` (``_redis.py``
+says what is shared and how)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .._config import MCPConfig
+from ._redis import RedisLink
+from ._redis_bus import RedisBus
+from ._redis_events import RedisEventStore
+from ._redis_requests import RedisRequestRegistry
+from ._redis_sessions import RedisSessionStore
+from ._stores import Stores
+
+
+def redis_stores(
+    config: MCPConfig, grace_s: float, principal_key: Callable[[object], str]
+) -> Stores:
+    """The four stores on Redis with `config`'s bounds (a `Stores`)."""
+    link = RedisLink(config.redis_url, config.redis_password)
+    sessions = RedisSessionStore(link, config, grace_s, principal_key)
+    return Stores(
+        sessions,
+        RedisEventStore(link, config, grace_s),
+        RedisBus(link),
+        RedisRequestRegistry(
+            link, config.max_requests_per_session, config.max_client_requests_per_session
+        ),
+        opened=link.opened,
+    )

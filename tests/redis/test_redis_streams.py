@@ -1,0 +1,167 @@
+"""Event buffers and GET streams shared through a real redis-server: a GET
+stream held on one replica hears the notifications another replica sends; a
+client whose replica went away resumes on another with Last-Event-ID and
+gets every event once, in order; a Redis restart keeps what AOF kept, tells
+a resume what it lost otherwise, and the bus recovers by itself."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from _support import MCP, EventReader, connect
+from redis_fixtures import (
+    COREDIS_LEFTOVERS,
+    EVENT_WAIT_S,
+    StartRedis,
+    StartReplica,
+    get_request,
+    next_message,
+    open_get,
+)
+
+from trio_mcp import Server
+
+pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
+
+
+async def session_on(port: int) -> MCP:
+    mcp = MCP(await connect(port))
+    await mcp.initialize()
+    return mcp
+
+
+def changed(app: Server, times: int = 1) -> None:
+    for _ in range(times):
+        app.notify_tools_changed()
+
+
+async def test_a_get_stream_hears_what_another_replica_sends_and_resumes_elsewhere(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    mcp = await session_on(two)  # (replica 2 made it: its notifications go to it)
+    stream = await open_get(one, mcp)
+    changed(apps[1], 2)
+    seen = [await next_message(stream) for _ in range(2)]
+    assert [m["method"] for _, m in seen] == ["notifications/tools/list_changed"] * 2
+    # replica 1 goes away (its lease on the stream lapses by itself)
+    start_replica.stop(one)
+    await stream.client.stream.aclose()
+    changed(apps[1], 3)  # (stored in Redis, heard by nobody)
+    await trio.sleep(0.2)
+    resumed = await open_get(two, mcp, last_event_id=seen[-1][0])
+    changed(apps[1], 1)  # live, after the resume
+    got = [await next_message(resumed) for _ in range(4)]
+    ids = [event_id for event_id, _ in seen + got]
+    sequences = [int(event_id.rsplit("-", 1)[1]) for event_id in ids]  # type: ignore[union-attr]
+    assert sequences == sorted(set(sequences)), ids  # once each, in order
+    assert len(got) == 4
+    await resumed.client.stream.aclose()
+    await mcp.client.stream.aclose()
+
+
+async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis(aof=True)
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    mcp = await session_on(two)
+    stream = await open_get(one, mcp)
+    changed(apps[1], 1)
+    first = await next_message(stream)
+    await stream.client.stream.aclose()
+    changed(apps[1], 2)  # (sent while the client is away)
+    probe = await open_get(one, mcp, last_event_id=first[0])  # (they are stored)
+    missed = [await next_message(probe) for _ in range(2)]
+    await probe.client.stream.aclose()
+    redis.kill()  # SIGKILL
+    await redis.start()
+    resumed = await open_get(one, mcp, last_event_id=first[0])
+    again = [await next_message(resumed) for _ in range(2)]
+    assert [event_id for event_id, _ in again] == [event_id for event_id, _ in missed]
+    # the bus recovers: an event sent from replica 2 reaches the stream on replica 1
+    with trio.fail_after(EVENT_WAIT_S):
+        while True:
+            changed(apps[1], 1)
+            with trio.move_on_after(0.5):
+                _, message = await resumed.message()
+                break
+    assert message["method"] == "notifications/tools/list_changed"
+    await resumed.client.stream.aclose()
+    await mcp.client.stream.aclose()
+
+
+async def test_without_persistence_a_resume_after_a_redis_restart_is_told_so(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    mcp = await session_on(two)
+    stream = await open_get(one, mcp)
+    changed(apps[1], 1)
+    first = await next_message(stream)
+    await stream.client.stream.aclose()
+    redis.kill()
+    await redis.start()
+    # the session and its events are gone: the client learns it must start again
+    with trio.fail_after(EVENT_WAIT_S):
+        while True:
+            reader = EventReader(await connect(one))
+            head = await reader.head(get_request(mcp, last_event_id=first[0]))
+            await reader.client.stream.aclose()
+            if head.status_code != 503:  # (while coredis reconnects)
+                break
+            await trio.sleep(0.1)
+    assert head.status_code in (404, 410), head
+    # the bus recovers: a new session's GET stream on replica 1 hears replica 2
+    fresh = await session_on(two)
+    stream = await open_get(one, fresh)
+    with trio.fail_after(EVENT_WAIT_S):
+        while True:
+            changed(apps[1], 1)
+            with trio.move_on_after(0.5):
+                _, message = await stream.message()
+                break
+    assert message["method"] == "notifications/tools/list_changed"
+    await stream.client.stream.aclose()
+    await mcp.client.stream.aclose()
+    await fresh.client.stream.aclose()
+
+
+async def test_a_second_get_stream_anywhere_is_refused(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    one, two = [await start_replica(Server(f"r{i}"), redis.url) for i in (1, 2)]
+    mcp = await session_on(one)
+    stream = await open_get(one, mcp)
+    reader = EventReader(await connect(two))
+    head = await reader.head(get_request(mcp))
+    assert head.status_code == 409
+    await reader.client.stream.aclose()
+    await stream.client.stream.aclose()
+    await mcp.client.stream.aclose()
+
+
+async def test_a_broadcast_reaches_every_session_s_stream_on_another_replica(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    sessions = [await session_on(two) for _ in range(3)]
+    streams = [await open_get(one, mcp) for mcp in sessions]
+    changed(apps[1], 2)
+    for stream in streams:
+        got = [await next_message(stream) for _ in range(2)]
+        assert [m["method"] for _, m in got] == ["notifications/tools/list_changed"] * 2
+        sequences = [int(event_id.rsplit("-", 1)[1]) for event_id, _ in got]  # type: ignore[union-attr]
+        assert sequences == sorted(set(sequences))
+    for stream in streams:
+        await stream.client.stream.aclose()
+    for mcp in sessions:
+        await mcp.client.stream.aclose()
