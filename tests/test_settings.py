@@ -53,6 +53,8 @@ SAMPLES: dict[str, object] = {
     "access_log_sample": 0.25,
     "access_log_path": "access.log",
     "ready_path": "/ready",
+    "owner_name": "w1",
+    "peer_sockets_dir": "/run/trio-mcp",
 }
 #: What a setting is valid only beside (given in the file, the lowest source).
 COMPANIONS: dict[str, dict[str, object]] = {
@@ -60,6 +62,7 @@ COMPANIONS: dict[str, dict[str, object]] = {
     "ssl_keyfile_password": {"ssl_certfile": "server.pem"},
     "ssl_ca_certs": {"ssl_certfile": "server.pem", "ssl_cert_reqs": "optional"},
     "ssl_cert_reqs": {"ssl_certfile": "server.pem", "ssl_ca_certs": "ca.pem"},
+    "peer_sockets_dir": {"owner_name": "w0"},
 }
 
 

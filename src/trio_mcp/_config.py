@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 MiB = 1024 * 1024
 KiB = 1024
+#: What an ``owner_name`` may be: short, and safe in a session id and a file name.
+_OWNER_NAME = re.compile(r"[A-Za-z0-9-]{1,16}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -353,6 +356,14 @@ class MCPConfig:
         access_log_buffer_lines: the lines that may wait for the log's writer
             thread; beyond, lines are dropped and counted (a slow disk or a
             full pipe never slows requests down).
+        owner_name: the short name (1 to 16 of ``A-Za-z0-9-``) this process
+            writes, signed, into the session ids it mints, so that every
+            process of its group can tell which one owns a session and a load
+            balancer can route on it; "" (the default) mints plain ids.
+        peer_sockets_dir: a directory in which each process of a
+            ``--workers`` group listens on ``<owner_name>.sock`` for the
+            requests the others pass to a session's owner; "" (the default)
+            passes nothing on.
     """
 
     http: ServerConfig = ServerConfig()
@@ -396,6 +407,8 @@ class MCPConfig:
     access_log_sample: float = 1.0
     access_log_path: str | None = None
     access_log_buffer_lines: int = 10_000
+    owner_name: str = ""
+    peer_sockets_dir: str = ""
 
     @property
     def sessions_per_client(self) -> int:
@@ -457,6 +470,12 @@ class MCPConfig:
             raise ValueError("access_log_sample must be above 0 and at most 1")
         if self.access_log_buffer_lines < 1:
             raise ValueError("access_log_buffer_lines must be at least 1")
+        if self.owner_name and not _OWNER_NAME.fullmatch(self.owner_name):
+            raise ValueError(
+                f"owner_name must be 1 to 16 of A-Za-z0-9- (or empty), not {self.owner_name!r}"
+            )
+        if self.peer_sockets_dir and not self.owner_name:
+            raise ValueError("peer_sockets_dir needs an owner_name")
         self._check_probe_paths()
 
     def _check_probe_paths(self) -> None:

@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
+from math import inf
 from typing import Any, Final, final
 
 import trio
@@ -33,6 +35,7 @@ from .._config import MCPConfig
 from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
+from .._http._relay import hop_request
 from .._json import dumps
 from .._logs import default_logging
 from .._observe import Observer, observer_for
@@ -48,9 +51,12 @@ from .._protocol._jsonrpc import (
     decode_body,
     error_message,
 )
+from .._protocol._owners import OwnerHints, passing_on
 from .._protocol._request_state import StateSealer, default_principal_key
 from .._protocol._revisions import HEADERLESS_VERSION
+from .._protocol._sessions import new_session_id
 from .._stores._stores import Stores, memory_stores
+from .._trio._peers import relay
 from .._trio._server import HTTPServer, run, serve
 from ._fanout import Broadcaster, Sweeper, sweep_interval_s
 from ._handshake import Handshake
@@ -132,6 +138,8 @@ class MCPEndpoint:
         "observer",
         "_metrics_path",
         "_exposition",
+        "passing",
+        "peer_socket",
     )
 
     def __init__(
@@ -147,11 +155,25 @@ class MCPEndpoint:
         self.config = config = config or MCPConfig()
         self.authenticate = authenticate
         self.admission = Admission(config.allowed_hosts, config.allowed_origins, config.http.host)
-        #: Where the endpoint keeps shared state: the sessions' records, their
-        #: events, the live streams and the requests in flight.
-        self.stores = stores or memory_stores(config, grace_s=2 * sweep_interval_s(config))
         sealer = StateSealer(
             [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
+        )
+        # (signed with the requestState ring, which a group of workers shares)
+        hints = OwnerHints(config.owner_name, sealer.keys) if config.owner_name else None
+        #: Where the endpoint keeps shared state: the sessions' records, their
+        #: events, the live streams and the requests in flight.
+        self.stores = stores or memory_stores(
+            config, 2 * sweep_interval_s(config), hints or new_session_id
+        )
+        #: Which requests go to their session's owner (None: none, and no
+        #: request pays for asking).
+        self.passing = passing_on(config, hints, self.stores.shared)
+        #: The unix socket the group passes this process requests on (the
+        #: HTTP server listens there too), while requests are passed on.
+        self.peer_socket = (
+            os.path.join(config.peer_sockets_dir, config.owner_name + ".sock")
+            if self.passing is not None
+            else None
         )
         if sealer.generated and config.http.reuse_port:
             logger.warning(
@@ -234,6 +256,10 @@ class MCPEndpoint:
         except Rejection as rejection:
             return rejection_response(rejection)
         cors = cors_headers(request)
+        if self.passing is not None:
+            owner = self.passing.owner_to_ask(request, on_endpoint)
+            if owner is not None:
+                return self._pass_on(request, owner, cors)
         response: Response | DeferredResponse
         try:
             if on_endpoint:
@@ -245,6 +271,25 @@ class MCPEndpoint:
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    def _pass_on(self, request: Request, owner: str, cors: Headers) -> DeferredResponse:
+        """Pass `request` to the process that owns its session, and relay its
+        answer; a 404 when that process is gone (the client then starts a new
+        session), as for any session this process does not know."""
+        config = self.config
+        gone = rejection_response(refuse(404, "Session not found: initialize a new session"), cors)
+        return DeferredResponse(
+            partial(
+                relay,
+                hop_request(request),
+                request.method == "HEAD",
+                os.path.join(config.peer_sockets_dir, owner + ".sock"),
+                gone,
+                # (a stream lasts as long as its client; an answer as long as
+                # the owner lets its request run, and a little more for its error)
+                inf if request.method in ("GET", "HEAD") else config.request_timeout_s + 5.0,
+            )
+        )
 
     def _elsewhere(self, request: Request) -> Response:
         """A path that is none of the endpoint's: the metrics, a probe, or 404.

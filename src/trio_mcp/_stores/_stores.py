@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .._config import MCPConfig
 from .._protocol._events import EventLimits
+from .._protocol._sessions import new_session_id
 from ._bus import Bus, MemoryBus
 from ._events import EventStore, MemoryEventStore
 from ._requests import MemoryRequestRegistry, RequestRegistry
@@ -20,17 +22,23 @@ class Stores:
     events: EventStore
     bus: Bus
     requests: RequestRegistry
+    #: Whether other processes see these stores too (Redis): then any process
+    #: serves any session, and none passes a request to its session's owner.
+    shared: bool = False
 
 
-def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
+def memory_stores(
+    config: MCPConfig, grace_s: float, new_id: Callable[[], str] = new_session_id
+) -> Stores:
     """The in-memory stores with `config`'s bounds; `grace_s` is how far the
-    sweeper's clock readings may lag the clock."""
+    sweeper's clock readings may lag the clock; `new_id` mints session ids."""
     return Stores(
         MemorySessionStore(
             config.max_sessions,
             config.session_idle_timeout_s,
             grace_s,
             config.sessions_per_client,
+            new_id,
         ),
         MemoryEventStore(
             EventLimits(

@@ -52,6 +52,7 @@ from .._http._connection import (
     Request,
     Response,
 )
+from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import (
     Answer,
     DeferredResponse,
@@ -65,6 +66,7 @@ from .._speedups import USING_EXTENSIONS
 from ._collector import collect_fully, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache, Interruptible
 from ._limits import TimeLimits, end_gradually
+from ._peers import serve_hop, with_peer_listener
 from ._quotas import ConnectionQuota, refuse
 from ._socketio import (
     RESOURCE_ERRNOS,
@@ -138,6 +140,7 @@ class HTTPServer:
         "_stages",
         "_listener_closed",
         "observer",
+        "peer_socket",
     )
 
     def __init__(
@@ -191,6 +194,7 @@ class HTTPServer:
         self.observer: HTTPObserver | None = getattr(handler, "observer", None)
         if self.observer is not None:
             self.observer.serving(self)
+        self.peer_socket: str | None = getattr(handler, "peer_socket", None)  # (`serve_hop`)
 
     @property
     def ports(self) -> list[int]:
@@ -226,10 +230,8 @@ class HTTPServer:
         self._shutdown.set()
 
     async def enforce_timeouts(self) -> None:
-        """Apply the connections' time limits, forever (`serve` runs this).
-
-        Run it beside `handle_stream` when serving streams yourself.
-        """
+        """Apply the connections' time limits, forever (`serve` runs this; run
+        it beside `handle_stream` when serving streams yourself)."""
         tick = self.timeout_tick_s
         dates = self._dates
         look = self._limits.look
@@ -243,6 +245,7 @@ class HTTPServer:
         config = self.config
         listeners = await bind_listeners(config)
         self.sockets = listeners
+        listeners = with_peer_listener(listeners, self.peer_socket, config.backlog)
         if config.batch_end_sends:
             self._batch = BatchEndSender()
             trio.lowlevel.add_instrument(self._batch)
@@ -303,7 +306,10 @@ class HTTPServer:
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            host = address[0] if ip else ""
+            if not ip:  # (the peer socket's hops: `serve_hop` admits them)
+                spawn(connections, "a hop", serve_hop, self._serve, quota, self.config, sock)
+                continue
+            host = address[0]
             group = quota.admit(host)
             if group is None:
                 self._refused += 1
@@ -338,10 +344,8 @@ class HTTPServer:
             self.quota.leave(group)
 
     async def handle_stream(self, stream: trio.abc.HalfCloseableStream) -> None:
-        """Serve one connection over any trio stream until it closes.
-
-        Time limits apply only while `enforce_timeouts` runs (`serve` runs it).
-        """
+        """Serve one connection over any trio stream until it closes (with
+        time limits only while `enforce_timeouts` runs: `serve` runs it)."""
         await self._serve(stream)
 
     async def _serve(
@@ -351,13 +355,10 @@ class HTTPServer:
         interruptible: Interruptible | None = None,
         group: str | None = None,
         tls: TLSStream | None = None,
+        hop: tuple[str, bytes] | None = None,
     ) -> None:
         self._connections_total += 1
-        http = HTTP11Connection(self.config)
-        http.client = client
-        trust = self.quota.trust
-        if trust and trust.trusts(client):
-            http.proxy = trust
+        http = _http_connection(self.config, client, self.quota.trust, hop)
         timer = trio.CancelScope()
         conn = Connection(http, timer, interruptible, group)
         self._connections.add(conn)
@@ -514,6 +515,23 @@ class HTTPServer:
                 observer.http_answered(method, http.status, started)
             if http.must_close:
                 return False
+
+
+def _http_connection(
+    config: ServerConfig, client: str, trust: Trust, hop: tuple[str, bytes] | None
+) -> HTTP11Connection:
+    """The sans-IO state of a connection from `client`: a trusted proxy's
+    requests name their own clients; `hop`: a passed-on request's scheme and
+    what followed its preamble (`serve_hop`), whose client is `client`."""
+    http = HTTP11Connection(config)
+    http.client = client
+    if hop is not None:
+        http.proxy = NO_PROXY
+        http.scheme = hop[0]
+        http.receive_data(hop[1])
+    elif trust and trust.trusts(client):
+        http.proxy = trust
+    return http
 
 
 async def _finish_deferred(writer: ConnectionWriter, failed: bool) -> bool:

@@ -1,0 +1,204 @@
+"""Hops between the processes of one group on one host (``_http/_relay.py``
+has the bytes): a process listens on its unix socket for the requests the
+others pass to it (`bind_peer_listener`, `serve_hop`), and passes a request
+to another and relays the answer (`relay`).
+
+The socket lives in a directory only its user can enter (0700, checked at
+start-up), so only the group reaches it, and the owner believes a hop's
+preamble about the client: its address counts in the per-address quotas and
+the access log, its scheme and host in the Origin and Host checks, as if the
+client had come straight here. A hop connection is an ordinary connection
+after its preamble: the server's caps, time limits and client watch apply.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import stat
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import trio
+
+from .._config import ServerConfig
+from .._errors import RemoteProtocolError, StartupError
+from .._http._connection import Response
+from .._http._handler import ResponseWriter
+from .._http._relay import MAX_PREAMBLE_BYTES, HopReader, parse_preamble
+from ._quotas import ConnectionQuota, refuse
+from ._socketio import SocketIO, close_listener
+
+#: Errors of a connect that mean nobody listens there: the owner is gone.
+_GONE_ERRNOS: Final = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK})
+_BUSY: Final = Response(
+    503,
+    [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"1")],
+    b"503 Service Unavailable: the session's owner is busy\n",
+)
+
+
+def bind_peer_listener(path: str, backlog: int | None) -> socket.socket:
+    """A listening unix socket at `path`, in a directory only this user can
+    enter. It replaces what is there in one step: a socket left by a process
+    that is gone, or the one of a process this one takes over from (a rolling
+    restart: that one finishes what it has, new hops come here). The file
+    stays when the listener closes: a hop to it is refused, which says "gone"
+    as well as no file does, and the next process of the name replaces it."""
+    directory = os.path.dirname(path) or "."
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        raise StartupError(f"peer_sockets_dir {directory}: {exc.strerror or exc}") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_mode & 0o077 or info.st_uid != os.getuid():
+        raise StartupError(
+            f"peer_sockets_dir {directory} must be a directory of this user that nobody "
+            "else can enter (mode 0700): whoever reaches its sockets is believed about clients"
+        )
+    fresh = f"{path}.{os.getpid()}.new"
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(fresh)
+        sock.bind(fresh)
+        os.chmod(fresh, 0o600)
+        sock.listen(backlog or 0xFFFF)
+        sock.setblocking(False)
+        os.replace(fresh, path)
+    except OSError as exc:
+        sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
+        raise StartupError(f"cannot listen on {path}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def with_peer_listener(
+    listeners: list[socket.socket], path: str | None, backlog: int | None
+) -> list[socket.socket]:
+    """`listeners` and the peer listener at `path` (if any); `listeners`
+    closed when it cannot be made."""
+    if path is None:
+        return listeners
+    try:
+        return [*listeners, bind_peer_listener(path, backlog)]
+    except StartupError:
+        for listener in listeners:
+            close_listener(listener)
+        raise
+
+
+async def _read_preamble(io: SocketIO) -> tuple[str, str, bytes] | None:
+    """(client, scheme, the bytes after the preamble line), or None."""
+    received = b""
+    while b"\n" not in received:
+        if len(received) > MAX_PREAMBLE_BYTES:
+            return None
+        data = await io.receive_some(MAX_PREAMBLE_BYTES + 2)
+        if not data:
+            return None
+        received += data
+    line, _, rest = received.partition(b"\n")
+    found = parse_preamble(line.removesuffix(b"\r"))
+    if found is None:
+        return None
+    return found[0], found[1], rest
+
+
+async def serve_hop(
+    serve: Callable[..., Awaitable[None]],
+    quota: ConnectionQuota,
+    config: ServerConfig,
+    sock: socket.socket,
+) -> None:
+    """Serve one hop connection: its preamble read within the head time
+    limit, its client admitted by the quotas as any client is, then its
+    request served as any other (`serve`: the server's ``_serve``)."""
+    try:
+        io = SocketIO(sock, None, config.write_timeout_s)
+    except OSError:
+        sock.close()
+        return
+    found = None
+    with trio.move_on_after(config.head_timeout_s):
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            found = await _read_preamble(io)
+    if found is None:
+        io.close()
+        return
+    client, scheme, rest = found
+    group = quota.admit(client)
+    if group is None:
+        refuse(sock, quota.refusal(client, trio.current_time()))
+        return
+    try:
+        await serve(io, client, None, group, None, (scheme, rest))
+    finally:
+        quota.leave(group)
+
+
+async def relay(
+    request_bytes: bytes,
+    head_request: bool,
+    path: str,
+    gone: Response,
+    time_limit_s: float,
+    writer: ResponseWriter,
+) -> None:
+    """Pass a request (`request_bytes`, made by `hop_request`) to the owner
+    listening at `path`, and write its answer with `writer`: `gone` when
+    nobody listens there or the owner ends the hop before its answer's head.
+
+    The hop closes when this ends: when the client goes, the server cancels
+    this with the client's connection, and the owner sees its hop's client
+    go."""
+    writer.time_limit_s = time_limit_s
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with sock:
+        try:
+            await sock.connect(path)
+        except OSError as exc:
+            await writer.respond(gone if exc.errno in _GONE_ERRNOS else _BUSY)
+            return
+        stream = trio.SocketStream(sock)
+        reader = HopReader(head_request)
+        try:
+            await stream.send_all(request_bytes)
+            pieces: list[bytes] = []
+            while not reader.status:
+                data = await stream.receive_some(65536)
+                if not data:
+                    await writer.respond(gone)
+                    return
+                pieces = reader.receive(data)
+            if not reader.streamed:
+                while not reader.done:
+                    data = await stream.receive_some(65536)
+                    if not data and not reader.hop_ended():
+                        raise trio.BrokenResourceError("the hop ended inside an answer")
+                    pieces += reader.receive(data)
+                await writer.respond(Response(reader.status, reader.headers, b"".join(pieces)))
+                return
+            await writer.start(reader.status, reader.headers, b"".join(pieces))
+            while not reader.done:
+                data = await stream.receive_some(65536)
+                if not data:
+                    reader.hop_ended()
+                    break
+                for piece in reader.receive(data):
+                    await writer.send(piece)
+                if writer.broken:
+                    return
+            if reader.done:
+                await writer.end()
+                return
+        except (trio.BrokenResourceError, RemoteProtocolError):
+            if not writer.started:
+                await writer.respond(gone)
+                return
+    # The owner ended the hop inside a stream: the client's connection closes
+    # without the stream's end, so the client sees it cut short.
+    writer.cancel_scope.cancel()
+    await trio.lowlevel.checkpoint()
