@@ -133,3 +133,62 @@ def test_passing_on_asks_the_owner_of_another_process_only() -> None:
     assert passing.owner_to_ask(_request(None, f"/messages?session_id={mine()}"), False) is None
     assert passing.owner_to_ask(_request(None, "/messages"), False) is None
     assert passing.owner_to_ask(_request(None, "/sse", "GET"), False) is None
+
+
+_VISIBLE = st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126), max_size=80)
+
+
+@given(
+    st.one_of(
+        _VISIBLE,
+        st.builds(lambda rest: "w1." + rest, _VISIBLE),
+        st.builds(lambda rest: "w0." + rest, _VISIBLE),
+        st.builds(lambda i, c: _TAMPERED[i % len(_TAMPERED)](c), st.integers(0, 1000), _VISIBLE),
+    )
+)
+def test_an_endpoint_answers_any_malformed_id_with_404(session_id: str) -> None:
+    """Through the whole endpoint (no socket): an id that is not a live
+    session, hinted or not, forged or not, is answered 404, never passed on."""
+    status = _route_status(session_id)
+    assert status == 404, (session_id, status)
+
+
+def _tamper(index: int):
+    def tampered(extra: str) -> str:
+        genuine = _THEIRS()
+        char = extra[:1] or "x"
+        if genuine[index % len(genuine)] == char:
+            char = "A" if char != "A" else "B"
+        position = index % len(genuine)
+        return genuine[:position] + char + genuine[position + 1 :]
+
+    return tampered
+
+
+_THEIRS = OwnerHints("w1", [NEW])
+_TAMPERED = [_tamper(i) for i in range(62)]
+_ENDPOINT: list = []
+
+
+def _route_status(session_id: str) -> int:
+    from trio_mcp import Server
+    from trio_mcp._http._connection import Response
+    from trio_mcp._mcp._endpoint import MCPEndpoint
+
+    if not _ENDPOINT:
+        config = MCPConfig(
+            owner_name="w0", peer_sockets_dir="/nonexistent", request_state_keys=("new key",)
+        )
+        _ENDPOINT.append(MCPEndpoint(Server("x"), config))
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}'
+    singles = {
+        b"host": b"127.0.0.1",
+        b"content-type": b"application/json",
+        b"accept": b"application/json, text/event-stream",
+        b"mcp-session-id": session_id.encode(),
+        b"mcp-protocol-version": b"2025-11-25",
+    }
+    request = Request("POST", "/mcp", 1, list(singles.items()), singles, body, "127.0.0.1")
+    response = _ENDPOINT[0].route(request)
+    assert type(response) is Response, response  # (never passed on: nothing to await)
+    return response.status
