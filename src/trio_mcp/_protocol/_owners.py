@@ -107,28 +107,30 @@ class PassingOn:
     POST to the 2024-11-05 messages URL). Everything else is served here,
     where an unknown session is a 404."""
 
-    __slots__ = ("hints", "_messages_path")
+    __slots__ = ("hints", "_messages_path", "_own", "_own_length")
 
     def __init__(self, hints: OwnerHints, messages_path: str) -> None:
         self.hints = hints
         self._messages_path = messages_path
+        #: How this process's own ids begin, as the header's bytes.
+        self._own = hints.prefix.encode("ascii")
+        self._own_length = len(self._own)
 
     def owner_to_ask(self, request: Request, on_endpoint: bool) -> str | None:
-        """The owner to pass `request` to, or None to serve it here (one
-        dict look-up and a prefix test for a request of this process's own
-        sessions)."""
+        """The owner to pass `request` to, or None to serve it here (for a
+        request of this process's own sessions, one dict look-up and a
+        comparison of a few bytes)."""
         if on_endpoint:
             raw = dict.get(request.singles, b"mcp-session-id")
-            if raw is None:
+            if raw is None or raw[: self._own_length] == self._own:
                 return None
-            session_id = raw.decode("latin-1")
-        elif request.method == "POST" and request.path == self._messages_path:
-            found = query_value(request.query, "session_id")
-            if found is None:
-                return None
-            session_id = found
-        else:
+            return self._other_owner(raw.decode("latin-1"))
+        if request.method != "POST" or request.path != self._messages_path:
             return None
+        found = query_value(request.query, "session_id")
+        return None if found is None else self._other_owner(found)
+
+    def _other_owner(self, session_id: str) -> str | None:
         hints = self.hints
         if session_id.startswith(hints.prefix):
             return None

@@ -155,14 +155,17 @@ async def relay(
     this with the client's connection, and the owner sees its hop's client
     go."""
     writer.time_limit_s = time_limit_s
-    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with sock:
-        try:
-            await sock.connect(path)
-        except OSError as exc:
-            await writer.respond(gone if exc.errno in _GONE_ERRNOS else _BUSY)
-            return
-        stream = trio.SocketStream(sock)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        # (a unix socket connects at once, or not at all: EAGAIN is a full queue)
+        sock.connect(path)
+    except OSError as exc:
+        sock.close()
+        await writer.respond(gone if exc.errno in _GONE_ERRNOS else _BUSY)
+        return
+    stream = SocketIO(sock)
+    try:
         reader = HopReader(head_request)
         try:
             await stream.send_all(request_bytes)
@@ -194,10 +197,12 @@ async def relay(
             if reader.done:
                 await writer.end()
                 return
-        except (trio.BrokenResourceError, RemoteProtocolError):
+        except (trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
             if not writer.started:
                 await writer.respond(gone)
                 return
+    finally:
+        stream.close()
     # The owner ended the hop inside a stream: the client's connection closes
     # without the stream's end, so the client sees it cut short.
     writer.cancel_scope.cancel()

@@ -375,7 +375,7 @@ class HTTPServer:
             conn.answering = None  # (a writer that refers back to it)
             if conn.holding:
                 self.quota.give_body(conn.holding)
-            await _close(stream, conn, peer_gone)
+            await _close(stream, conn, peer_gone or hop is not None)  # (a hop: nothing unread)
 
     async def _converse(self, stream: ByteStream, conn: Connection) -> bool:
         """Read requests and answer them in order until the connection must close.
