@@ -154,7 +154,8 @@ async def test_calls_through_another_process_reach_the_owner(start: Start) -> No
         assert reply.status == 200, reply.body
         assert answer_text(reply) == "a"
         assert reply.header(b"content-type") == b"application/json"
-    # and a keep-alive connection to B carries several passed-on calls
+    # and a keep-alive connection to B carries several passed-on calls, on one hop
+    hops = a.server.statistics().connections_total
     async with await connect(b.port) as client:
         for id in range(3):
             await client.send(
@@ -164,6 +165,48 @@ async def test_calls_through_another_process_reach_the_owner(start: Start) -> No
                 reply = await client.read_reply()
             assert (reply.status, answer_text(reply)) == (200, "a")
             assert reply.header(b"connection") != b"close"
+    assert a.server.statistics().connections_total == hops + 1
+
+
+async def test_a_kept_hop_the_owner_closed_is_replaced(start: Start) -> None:
+    """The owner ends an idle hop (its idle time limit); the client's next
+    call through the same connection takes a new hop, and is answered."""
+    a = await start("a", http={"idle_timeout_s": 0.3, "write_timeout_s": 0.8})
+    b = await start("b")
+    session = await initialize(a.port)
+    async with await connect(b.port) as client:
+        for id in range(2):
+            await client.send(
+                mcp_post(tool_call("whoami", id=id), session=session, version=VERSION)
+            )
+            with trio.fail_after(10):
+                reply = await client.read_reply()
+            assert (reply.status, answer_text(reply)) == (200, "a")
+            with trio.fail_after(5):
+                while a.server.statistics().connections_open:  # the hop ends, idle
+                    await trio.sleep(0.02)
+
+
+async def test_clients_behind_one_proxy_connection_get_hops_of_their_own(start: Start) -> None:
+    """One proxy connection carries two clients' calls: each reaches the
+    owner as its own client (a hop is kept for one client only)."""
+    a = await start("a")
+    b = await start("b", http={"forwarded_allow_ips": ("127.0.0.1",)})
+    session = await initialize(a.port)
+    async with await connect(b.port) as proxy:
+        for id, forwarded in enumerate([b"10.0.0.1", b"10.0.0.2", b"10.0.0.1"]):
+            data = mcp_post(
+                tool_call("whoami", id=id),
+                session=session,
+                version=VERSION,
+                extra=[(b"X-Forwarded-For", forwarded)],
+            )
+            await proxy.send(data)
+            with trio.fail_after(10):
+                reply = await proxy.read_reply()
+            assert (reply.status, answer_text(reply)) == (200, "a"), reply.body
+            # the hop kept open on A is admitted as this call's client
+            assert forwarded.decode() in a.server.quota._by_group
 
 
 async def test_a_streamed_answer_arrives_whole_through_another_process(start: Start) -> None:

@@ -2,20 +2,20 @@
 process that owns its session, over that process's unix socket, and the
 answer read back. Sans-IO: bytes out, bytes in.
 
-One request per hop connection. It begins with a preamble line that says who
-the client is, as the passing process saw it (its address, after any trusted
-proxy, and the scheme it used)::
+A hop connection begins with a preamble line that says who the client is,
+as the passing process saw it (its address, after any trusted proxy, and
+the scheme it used; `hop_preamble`)::
 
     TRIO-MCP-HOP/1 <scheme> <address>\\r\\n
 
-then the request as HTTP/1.1 with ``Connection: close``: its method, target
-and headers as the client sent them, but for the hop-by-hop ones, Host set
-to the public host the passing process found, and the body with its
-Content-Length. The owner believes the preamble because only its group can
-reach the socket (a 0700 directory); it never reads one anywhere else, and
-a client cannot write one (the passing process writes the first line).
-`HopReader` reads the answer: the status and headers, then the body, whole
-(Content-Length) or in chunks; the hop ends at the answer's end.
+then carries that client's requests as HTTP/1.1 (`hop_request`): method,
+target and headers as the client sent them, but for the hop-by-hop ones,
+Host set to the public host the passing process found, and the body with
+its Content-Length. The owner believes the preamble because only its group
+can reach the socket (a 0700 directory); it never reads one anywhere else,
+and a client cannot write one (the passing process writes the first line).
+`HopReader` reads an answer: the status and headers, then the body, whole
+(Content-Length) or in chunks, and whether the owner closes the hop after it.
 """
 
 from __future__ import annotations
@@ -54,14 +54,18 @@ _NOT_RELAYED: Final = frozenset(
 MAX_ANSWER_HEAD_BYTES: Final = 64 * 1024
 
 
-def hop_request(request: Request) -> bytes:
-    """The bytes that pass `request` on: the preamble, then the request."""
-    parts = [
+def hop_preamble(request: Request) -> bytes:
+    """The first line of a hop that carries requests of `request`'s client."""
+    return b"%s%s %s\r\n" % (
         PREAMBLE,
         request.scheme.encode("ascii"),
-        b" ",
         request.client.encode("ascii"),
-        b"\r\n",
+    )
+
+
+def hop_request(request: Request) -> bytes:
+    """The bytes that pass `request` on, after a hop's preamble."""
+    parts = [
         request.method.encode("ascii"),
         b" ",
         request.target.encode("ascii"),
@@ -73,7 +77,7 @@ def hop_request(request: Request) -> bytes:
     for name, value in request.headers:
         if name not in _NOT_PASSED:
             parts += (name, b": ", value, b"\r\n")
-    parts.append(b"content-length: %d\r\nconnection: close\r\n\r\n" % len(request.body))
+    parts.append(b"content-length: %d\r\n\r\n" % len(request.body))
     parts.append(request.body)
     return b"".join(parts)
 
@@ -102,7 +106,17 @@ class HopReader:
     chunked answer from a whole one), the body as pieces, `done` at its end.
     RemoteProtocolError when the bytes are not an HTTP/1.1 answer."""
 
-    __slots__ = ("_buf", "status", "headers", "streamed", "done", "_left", "_in_chunks", "_head")
+    __slots__ = (
+        "_buf",
+        "status",
+        "headers",
+        "streamed",
+        "done",
+        "closes",
+        "_left",
+        "_in_chunks",
+        "_head",
+    )
 
     def __init__(self, head_request: bool = False) -> None:
         self._buf = b""
@@ -110,6 +124,8 @@ class HopReader:
         self.headers: Headers = []
         self.streamed = False
         self.done = False
+        #: The owner closes the hop after this answer.
+        self.closes = False
         #: Bytes left of the whole body, or of the current chunk (-1: the next
         #: chunk's size line is due; -2: the CRLF after a chunk).
         self._left = 0
@@ -161,6 +177,8 @@ class HopReader:
                 length = int(value)
             elif name == b"transfer-encoding":
                 chunked = value.lower() == b"chunked"
+            elif name == b"connection":
+                self.closes = b"close" in value.lower()
             if name not in _NOT_RELAYED:
                 headers.append((name, value))
         self._buf = buf[end + 4 :]
@@ -177,6 +195,7 @@ class HopReader:
             self.done = length == 0
         else:  # (close-delimited: the hop's end is the body's)
             self._left = -3
+            self.closes = True
         return True
 
     def _step(self, pieces: list[bytes]) -> bool:

@@ -35,7 +35,7 @@ from .._config import MCPConfig
 from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
-from .._http._relay import hop_request
+from .._http._relay import hop_preamble, hop_request
 from .._json import dumps
 from .._logs import default_logging
 from .._observe import Observer, observer_for
@@ -281,6 +281,7 @@ class MCPEndpoint:
         return DeferredResponse(
             partial(
                 relay,
+                hop_preamble(request),
                 hop_request(request),
                 request.method == "HEAD",
                 os.path.join(config.peer_sockets_dir, owner + ".sock"),

@@ -26,10 +26,10 @@ import trio
 from .._config import ServerConfig
 from .._errors import RemoteProtocolError, StartupError
 from .._http._connection import Response
-from .._http._handler import ResponseWriter
 from .._http._relay import MAX_PREAMBLE_BYTES, HopReader, parse_preamble
 from ._quotas import ConnectionQuota, refuse
 from ._socketio import SocketIO, close_listener
+from ._writer import ConnectionWriter
 
 #: Errors of a connect that mean nobody listens there: the owner is gone.
 _GONE_ERRNOS: Final = frozenset({errno.ENOENT, errno.ECONNREFUSED, errno.ENOTSOCK})
@@ -139,71 +139,140 @@ async def serve_hop(
         quota.leave(group)
 
 
-async def relay(
-    request_bytes: bytes,
-    head_request: bool,
-    path: str,
-    gone: Response,
-    time_limit_s: float,
-    writer: ResponseWriter,
-) -> None:
-    """Pass a request (`request_bytes`, made by `hop_request`) to the owner
-    listening at `path`, and write its answer with `writer`: `gone` when
-    nobody listens there or the owner ends the hop before its answer's head.
+class Hop:
+    """A hop connection to an owner, kept by a client's connection between
+    its passed-on requests (`Connection.hop`)."""
 
-    The hop closes when this ends: when the client goes, the server cancels
-    this with the client's connection, and the owner sees its hop's client
-    go."""
-    writer.time_limit_s = time_limit_s
+    __slots__ = ("path", "preamble", "io")
+
+    def __init__(self, path: str, preamble: bytes, io: SocketIO) -> None:
+        self.path = path
+        self.preamble = preamble
+        self.io = io
+
+    def close(self) -> None:
+        self.io.close()
+
+
+def _connect(path: str, preamble: bytes) -> Hop:
+    """A new hop to the owner at `path` (OSError when nobody listens there)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.setblocking(False)
     try:
         # (a unix socket connects at once, or not at all: EAGAIN is a full queue)
         sock.connect(path)
-    except OSError as exc:
+    except OSError:
         sock.close()
-        await writer.respond(gone if exc.errno in _GONE_ERRNOS else _BUSY)
-        return
-    stream = SocketIO(sock)
+        raise
+    return Hop(path, preamble, SocketIO(sock))
+
+
+async def _ask(hop: Hop, data: bytes, reader: HopReader) -> list[bytes] | None:
+    """Send a request on `hop` and read its answer's head; the body's first
+    pieces, or None when the hop ended before the head."""
+    io = hop.io
+    pieces: list[bytes] = []
     try:
-        reader = HopReader(head_request)
-        try:
-            await stream.send_all(request_bytes)
-            pieces: list[bytes] = []
-            while not reader.status:
-                data = await stream.receive_some(65536)
-                if not data:
-                    await writer.respond(gone)
-                    return
-                pieces = reader.receive(data)
-            if not reader.streamed:
-                while not reader.done:
-                    data = await stream.receive_some(65536)
-                    if not data and not reader.hop_ended():
-                        raise trio.BrokenResourceError("the hop ended inside an answer")
-                    pieces += reader.receive(data)
-                await writer.respond(Response(reader.status, reader.headers, b"".join(pieces)))
+        await io.send_all(data)
+        while not reader.status:
+            received = await io.receive_some(65536)
+            if not received:
+                return None
+            pieces = reader.receive(received)
+    except (trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
+        return None
+    return pieces
+
+
+async def relay(
+    preamble: bytes,
+    request_bytes: bytes,
+    head_request: bool,
+    path: str,
+    gone: Response,
+    time_limit_s: float,
+    writer: ConnectionWriter,
+) -> None:
+    """Pass a request (`request_bytes`, made by `hop_request`; `preamble` by
+    `hop_preamble`) to the owner listening at `path`, and write its answer
+    with `writer`: `gone` when nobody listens there or the owner ends the
+    hop before its answer's head.
+
+    The client's connection keeps the hop for its next passed-on request
+    (to the same owner, for the same client); a kept hop the owner has
+    closed meanwhile (its idle time limit) is replaced once, at once, since
+    the owner read nothing from it. The hop closes when this ends any other
+    way: when the client goes, the server cancels this with the client's
+    connection, and the owner sees its hop's client go."""
+    writer.time_limit_s = time_limit_s
+    conn = writer.connection
+    kept_hop, conn.hop = conn.hop, None
+    hop = kept_hop if isinstance(kept_hop, Hop) else None
+    if hop is not None and (hop.path != path or hop.preamble != preamble):
+        hop.close()
+        hop = None
+    reader = HopReader(head_request)
+    kept = False
+    try:
+        pieces: list[bytes] | None = None
+        if hop is not None:
+            pieces = await _ask(hop, request_bytes, reader)
+            if pieces is None:
+                hop.close()
+                hop = None
+                reader = HopReader(head_request)
+        if hop is None:
+            try:
+                hop = _connect(path, preamble)
+            except OSError as exc:
+                await writer.respond(gone if exc.errno in _GONE_ERRNOS else _BUSY)
                 return
-            await writer.start(reader.status, reader.headers, b"".join(pieces))
-            while not reader.done:
-                data = await stream.receive_some(65536)
-                if not data:
-                    reader.hop_ended()
-                    break
-                for piece in reader.receive(data):
-                    await writer.send(piece)
-                if writer.broken:
-                    return
-            if reader.done:
-                await writer.end()
-                return
-        except (trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
-            if not writer.started:
-                await writer.respond(gone)
-                return
+            pieces = await _ask(hop, preamble + request_bytes, reader)
+        if pieces is None:
+            await writer.respond(gone)
+            return
+        kept = await _relay_answer(hop.io, reader, pieces, gone, writer) and not reader.closes
     finally:
-        stream.close()
+        if hop is not None:
+            if kept:
+                conn.hop = hop
+            else:
+                hop.close()
+
+
+async def _relay_answer(
+    io: SocketIO, reader: HopReader, pieces: list[bytes], gone: Response, writer: ConnectionWriter
+) -> bool:
+    """Write the answer whose head `reader` has read, and the rest of its
+    body from `io`; whether it arrived whole."""
+    try:
+        if not reader.streamed:
+            while not reader.done:
+                data = await io.receive_some(65536)
+                if not data and not reader.hop_ended():
+                    raise trio.BrokenResourceError("the hop ended inside an answer")
+                pieces += reader.receive(data)
+            await writer.respond(Response(reader.status, reader.headers, b"".join(pieces)))
+            return True
+        await writer.start(reader.status, reader.headers, b"".join(pieces))
+        while not reader.done:
+            data = await io.receive_some(65536)
+            if not data:
+                reader.hop_ended()
+                break
+            for piece in reader.receive(data):
+                await writer.send(piece)
+            if writer.broken:
+                return False
+        if reader.done:
+            await writer.end()
+            return True
+    except (trio.BrokenResourceError, trio.ClosedResourceError, RemoteProtocolError):
+        if not writer.started:
+            await writer.respond(gone)  # (the owner died inside its answer)
+            return False
     # The owner ended the hop inside a stream: the client's connection closes
     # without the stream's end, so the client sees it cut short.
     writer.cancel_scope.cancel()
     await trio.lowlevel.checkpoint()
+    return False

@@ -632,6 +632,9 @@ async def _answer_overdue(
 
 async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
     """A connection's end: `at_once`, or after its last answer is read."""
+    if conn.hop is not None:
+        conn.hop.close()
+        conn.hop = None
     interruptible = conn.interruptible
     if at_once and interruptible is not None:
         interruptible.close()  # (with no scope and no wait: nothing to wait for)
