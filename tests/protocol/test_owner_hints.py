@@ -189,6 +189,6 @@ def _route_status(session_id: str) -> int:
         b"mcp-protocol-version": b"2025-11-25",
     }
     request = Request("POST", "/mcp", 1, list(singles.items()), singles, body, "127.0.0.1")
-    response = _ENDPOINT[0].route(request)
+    response = _ENDPOINT[0].router(request)
     assert type(response) is Response, response  # (never passed on: nothing to await)
     return response.status

@@ -83,6 +83,9 @@ _PROBE_HEADERS: Final = [
     (b"cache-control", b"no-store"),
 ]
 _PROBE_METHODS: Final = [(b"allow", b"GET, HEAD"), (b"cache-control", b"no-store")]
+#: How much longer than the owner's own time limit a passed-on answer may
+#: take: the error the owner answers at its limit still comes through.
+_HOP_GRACE_S: Final = 5.0
 #: What a transport method does once the request's principal is known.
 _Then = Callable[[Request, Headers, object], Response | DeferredResponse]
 
@@ -140,6 +143,7 @@ class MCPEndpoint:
         "_exposition",
         "passing",
         "peer_socket",
+        "router",
     )
 
     def __init__(
@@ -175,6 +179,10 @@ class MCPEndpoint:
             if self.passing is not None
             else None
         )
+        #: What the HTTP server calls for each request, chosen here once:
+        #: `route`, or `route_passing_on` (so that a process that passes
+        #: nothing on asks nothing per request).
+        self.router = self.route if self.passing is None else self.route_passing_on
         if sealer.generated and config.http.reuse_port:
             logger.warning(
                 "request_state_keys is empty: this process seals 2026 requestState with its "
@@ -256,10 +264,6 @@ class MCPEndpoint:
         except Rejection as rejection:
             return rejection_response(rejection)
         cors = cors_headers(request)
-        if self.passing is not None:
-            owner = self.passing.owner_to_ask(request, on_endpoint)
-            if owner is not None:
-                return self._pass_on(request, owner, cors)
         response: Response | DeferredResponse
         try:
             if on_endpoint:
@@ -272,12 +276,30 @@ class MCPEndpoint:
             response.headers = response.headers + cors
         return response
 
-    def _pass_on(self, request: Request, owner: str, cors: Headers) -> DeferredResponse:
+    def route_passing_on(self, request: Request) -> Response | DeferredResponse:
+        """`route` in a process that passes requests to their sessions' owners
+        (the server calls this one instead, `router`): a request the owner
+        of its session should answer is passed on before anything else (the
+        owner applies admission and authentication itself, to the client
+        that the hop names), any other routed as usual."""
+        path = request.path
+        on_endpoint = path in self._paths
+        if on_endpoint or path in self._sse_paths:
+            passing = self.passing
+            assert passing is not None
+            owner = passing.owner_to_ask(request, on_endpoint)
+            if owner is not None:
+                return self._pass_on(request, owner)
+        return self.route(request)
+
+    def _pass_on(self, request: Request, owner: str) -> DeferredResponse:
         """Pass `request` to the process that owns its session, and relay its
         answer; a 404 when that process is gone (the client then starts a new
         session), as for any session this process does not know."""
         config = self.config
-        gone = rejection_response(refuse(404, "Session not found: initialize a new session"), cors)
+        gone = rejection_response(
+            refuse(404, "Session not found: initialize a new session"), cors_headers(request)
+        )
         return DeferredResponse(
             partial(
                 relay,
@@ -287,8 +309,10 @@ class MCPEndpoint:
                 os.path.join(config.peer_sockets_dir, owner + ".sock"),
                 gone,
                 # (a stream lasts as long as its client; an answer as long as
-                # the owner lets its request run, and a little more for its error)
-                inf if request.method in ("GET", "HEAD") else config.request_timeout_s + 5.0,
+                # the owner lets its request run)
+                inf
+                if request.method in ("GET", "HEAD")
+                else config.request_timeout_s + _HOP_GRACE_S,
             )
         )
 

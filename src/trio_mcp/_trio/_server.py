@@ -158,7 +158,7 @@ class HTTPServer:
         self._route: Callable[[Request], Answer] | None = None
         self._call: HandlerFunction | None = None
         if isinstance(handler, Handler):
-            self._route = handler.route
+            self._route = getattr(handler, "router", None) or handler.route
         else:
             self._call = handler
         self.config = config
