@@ -92,6 +92,7 @@ SOURCE_COMPILED_MODULES = (
     "_protocol._events",
     "_protocol._admission",
     "_protocol._answers",
+    "_protocol._owners",
     "_stores._sessions",
     "_stores._events",
     "_stores._bus",

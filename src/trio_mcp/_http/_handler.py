@@ -182,7 +182,9 @@ class Handler(Protocol):
     exception from `route`, or from a deferred answer before it wrote
     anything, is answered 500 and logged. `drain` is called once when a
     graceful shutdown begins, so long-lived streams can end cleanly (or, for
-    a handler that is also `DrainStages`, so it stops reporting ready).
+    a handler that is also `DrainStages`, so it stops reporting ready). A
+    handler with a ``router`` attribute has the server call that instead of
+    `route` (read once: a handler picks its routing at start-up).
     """
 
     def route(self, request: Request) -> Answer: ...

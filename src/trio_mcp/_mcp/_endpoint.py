@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
+from math import inf
 from typing import Any, Final, final
 
 import trio
@@ -33,6 +35,7 @@ from .._config import MCPConfig
 from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
+from .._http._relay import hop_preamble, hop_request
 from .._json import dumps
 from .._logs import default_logging
 from .._observe import Observer, observer_for
@@ -48,9 +51,12 @@ from .._protocol._jsonrpc import (
     decode_body,
     error_message,
 )
+from .._protocol._owners import OwnerHints, passing_on
 from .._protocol._request_state import StateSealer, default_principal_key
 from .._protocol._revisions import HEADERLESS_VERSION
+from .._protocol._sessions import new_session_id
 from .._stores._stores import Stores, memory_stores
+from .._trio._peers import relay
 from .._trio._server import HTTPServer, run, serve
 from ._fanout import Broadcaster, Sweeper, sweep_interval_s
 from ._handshake import Handshake
@@ -77,6 +83,9 @@ _PROBE_HEADERS: Final = [
     (b"cache-control", b"no-store"),
 ]
 _PROBE_METHODS: Final = [(b"allow", b"GET, HEAD"), (b"cache-control", b"no-store")]
+#: How much longer than the owner's own time limit a passed-on answer may
+#: take: the error the owner answers at its limit still comes through.
+_HOP_GRACE_S: Final = 5.0
 #: What a transport method does once the request's principal is known.
 _Then = Callable[[Request, Headers, object], Response | DeferredResponse]
 
@@ -132,6 +141,9 @@ class MCPEndpoint:
         "observer",
         "_metrics_path",
         "_exposition",
+        "passing",
+        "peer_socket",
+        "router",
     )
 
     def __init__(
@@ -147,20 +159,37 @@ class MCPEndpoint:
         self.config = config = config or MCPConfig()
         self.authenticate = authenticate
         self.admission = Admission(config.allowed_hosts, config.allowed_origins, config.http.host)
+        sealer = StateSealer(
+            [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
+        )
+        # (signed with the requestState ring, which a group of workers shares)
+        hints = OwnerHints(config.owner_name, sealer.keys) if config.owner_name else None
         #: Where the endpoint keeps shared state: the sessions' records, their
         #: events, the live streams and the requests in flight.
+        new_id = hints or new_session_id
         if stores is None:
             grace_s = 2 * sweep_interval_s(config)
             if config.redis_url:
                 from .._stores._redis_stores import redis_stores
 
-                stores = redis_stores(config, grace_s, principal_key)
+                stores = redis_stores(config, grace_s, principal_key, new_id)
             else:
-                stores = memory_stores(config, grace_s)
+                stores = memory_stores(config, grace_s, new_id)
         self.stores = stores
-        sealer = StateSealer(
-            [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
+        #: Which requests go to their session's owner (None: none, and no
+        #: request pays for asking).
+        self.passing = passing_on(config, hints, self.stores.shared)
+        #: The unix socket the group passes this process requests on (the
+        #: HTTP server listens there too), while requests are passed on.
+        self.peer_socket = (
+            os.path.join(config.peer_sockets_dir, config.owner_name + ".sock")
+            if self.passing is not None
+            else None
         )
+        #: What the HTTP server calls for each request, chosen here once:
+        #: `route`, or `route_passing_on` (so that a process that passes
+        #: nothing on asks nothing per request).
+        self.router = self.route if self.passing is None else self.route_passing_on
         if sealer.generated and config.http.reuse_port:
             logger.warning(
                 "request_state_keys is empty: this process seals 2026 requestState with its "
@@ -253,6 +282,46 @@ class MCPEndpoint:
         if cors and type(response) is Response:
             response.headers = response.headers + cors
         return response
+
+    def route_passing_on(self, request: Request) -> Response | DeferredResponse:
+        """`route` in a process that passes requests to their sessions' owners
+        (the server calls this one instead, `router`): a request the owner
+        of its session should answer is passed on before anything else (the
+        owner applies admission and authentication itself, to the client
+        that the hop names), any other routed as usual."""
+        path = request.path
+        on_endpoint = path in self._paths
+        if on_endpoint or path in self._sse_paths:
+            passing = self.passing
+            assert passing is not None
+            owner = passing.owner_to_ask(request, on_endpoint)
+            if owner is not None:
+                return self._pass_on(request, owner)
+        return self.route(request)
+
+    def _pass_on(self, request: Request, owner: str) -> DeferredResponse:
+        """Pass `request` to the process that owns its session, and relay its
+        answer; a 404 when that process is gone (the client then starts a new
+        session), as for any session this process does not know."""
+        config = self.config
+        gone = rejection_response(
+            refuse(404, "Session not found: initialize a new session"), cors_headers(request)
+        )
+        return DeferredResponse(
+            partial(
+                relay,
+                hop_preamble(request),
+                hop_request(request),
+                request.method == "HEAD",
+                os.path.join(config.peer_sockets_dir, owner + ".sock"),
+                gone,
+                # (a stream lasts as long as its client; an answer as long as
+                # the owner lets its request run)
+                inf
+                if request.method in ("GET", "HEAD")
+                else config.request_timeout_s + _HOP_GRACE_S,
+            )
+        )
 
     def _elsewhere(self, request: Request) -> Response:
         """A path that is none of the endpoint's: the metrics, a probe, or 404.

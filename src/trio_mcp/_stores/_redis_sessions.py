@@ -182,8 +182,11 @@ class RedisSessionStore:
         config: MCPConfig,
         grace_s: float,
         principal_key: Callable[[object], str],
+        new_id: Callable[[], str] = new_session_id,
     ) -> None:
         self.link = link
+        #: mints session ids (with the owner hint, when this process has a name)
+        self.new_id = new_id
         self.max_sessions = config.max_sessions
         self.max_per_owner = config.sessions_per_client
         #: a record's TTL: the idle timeout, plus how late a use may be written
@@ -234,7 +237,7 @@ class RedisSessionStore:
         owner: str = "",
     ) -> Session:
         link = self.link
-        session_id = new_session_id()
+        session_id = self.new_id()
         fields = [
             "p",
             self.principal_key(principal),

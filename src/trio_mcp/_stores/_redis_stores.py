@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .._config import MCPConfig
+from .._protocol._sessions import new_session_id
 from ._redis import RedisLink
 from ._redis_bus import RedisBus
 from ._redis_events import RedisEventStore
@@ -15,11 +16,15 @@ from ._stores import Stores
 
 
 def redis_stores(
-    config: MCPConfig, grace_s: float, principal_key: Callable[[object], str]
+    config: MCPConfig,
+    grace_s: float,
+    principal_key: Callable[[object], str],
+    new_id: Callable[[], str] = new_session_id,
 ) -> Stores:
-    """The four stores on Redis with `config`'s bounds (a `Stores`)."""
+    """The four stores on Redis with `config`'s bounds (a `Stores`, shared);
+    `new_id` mints session ids."""
     link = RedisLink(config.redis_url, config.redis_password)
-    sessions = RedisSessionStore(link, config, grace_s, principal_key)
+    sessions = RedisSessionStore(link, config, grace_s, principal_key, new_id)
     return Stores(
         sessions,
         RedisEventStore(link, config, grace_s),
@@ -27,5 +32,6 @@ def redis_stores(
         RedisRequestRegistry(
             link, config.max_requests_per_session, config.max_client_requests_per_session
         ),
+        shared=True,
         opened=link.opened,
     )

@@ -37,10 +37,10 @@ one's place without a change to the endpoint):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from .._protocol._sessions import Session, SessionTable
+from .._protocol._sessions import Session, SessionTable, new_session_id
 
 
 class SessionStore(Protocol):
@@ -137,9 +137,10 @@ class MemorySessionStore:
         idle_timeout_s: float,
         grace_s: float = 0.0,
         max_per_owner: int | None = None,
+        new_id: Callable[[], str] = new_session_id,
     ) -> None:
         self.table = SessionTable(
-            max_sessions, idle_timeout_s, grace_s=grace_s, max_per_owner=max_per_owner
+            max_sessions, idle_timeout_s, new_id, grace_s=grace_s, max_per_owner=max_per_owner
         )
 
     def tick(self, now: float) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from .._config import MCPConfig
 from .._protocol._events import EventLimits
+from .._protocol._sessions import new_session_id
 from ._bus import Bus, MemoryBus
 from ._events import EventStore, MemoryEventStore
 from ._requests import MemoryRequestRegistry, RequestRegistry
@@ -26,17 +27,23 @@ class Stores:
     #: What connects shared stores while the endpoint runs (their client,
     #: their subscription); None for stores that need nothing.
     opened: Callable[[], AbstractAsyncContextManager[Any]] | None = None
+    #: Whether other processes see these stores too (Redis): then any process
+    #: serves any session, and none passes a request to its session's owner.
+    shared: bool = False
 
 
-def memory_stores(config: MCPConfig, grace_s: float) -> Stores:
+def memory_stores(
+    config: MCPConfig, grace_s: float, new_id: Callable[[], str] = new_session_id
+) -> Stores:
     """The in-memory stores with `config`'s bounds; `grace_s` is how far the
-    sweeper's clock readings may lag the clock."""
+    sweeper's clock readings may lag the clock; `new_id` mints session ids."""
     return Stores(
         MemorySessionStore(
             config.max_sessions,
             config.session_idle_timeout_s,
             grace_s,
             config.sessions_per_client,
+            new_id,
         ),
         MemoryEventStore(event_limits(config)),
         MemoryBus(),

@@ -12,4 +12,4 @@ cdef class DateCache:
 cdef class Connection:
     cdef public HTTP11Connection http
     cdef public object timer, interruptible, limit, since, waiting_idle, answering, holding, overdue
-    cdef public object group
+    cdef public object group, hop

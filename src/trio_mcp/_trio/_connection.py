@@ -73,6 +73,10 @@ class ByteStream(Protocol):
     async def aclose(self) -> None: ...
 
 
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
 class Answering(Protocol):
     """What the sweeper needs of the writer of a deferred answer (`ConnectionWriter`)."""
 
@@ -130,6 +134,7 @@ class Connection:
         "holding",
         "overdue",
         "group",
+        "hop",
     )
 
     def __init__(
@@ -156,6 +161,9 @@ class Connection:
         #: The client address group it counts in (None: not counted, as
         #: with `HTTPServer.handle_stream`).
         self.group = group
+        #: The hop its last passed-on request went through, kept open for the
+        #: next (`_peers.relay`); closed with the connection.
+        self.hop: Closable | None = None
 
     def limit_phase(self, seconds: float) -> None:
         """A new phase begins that may take `seconds` (inf: no limit)."""

@@ -56,6 +56,7 @@ from .._http._connection import (
     Request,
     Response,
 )
+from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import (
     Answer,
     DeferredResponse,
@@ -69,6 +70,7 @@ from .._speedups import USING_EXTENSIONS
 from ._collector import collect_fully, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache, Interruptible
 from ._limits import TimeLimits, end_gradually
+from ._peers import serve_hop, with_peer_listener
 from ._quotas import ConnectionQuota, refuse
 from ._socketio import (
     RESOURCE_ERRNOS,
@@ -142,6 +144,7 @@ class HTTPServer:
         "_stages",
         "_listener_closed",
         "observer",
+        "peer_socket",
     )
 
     def __init__(
@@ -159,7 +162,7 @@ class HTTPServer:
         self._route: Callable[[Request], Answer] | None = None
         self._call: HandlerFunction | None = None
         if isinstance(handler, Handler):
-            self._route = handler.route
+            self._route = getattr(handler, "router", None) or handler.route
         else:
             self._call = handler
         self.config = config
@@ -195,6 +198,7 @@ class HTTPServer:
         self.observer: HTTPObserver | None = getattr(handler, "observer", None)
         if self.observer is not None:
             self.observer.serving(self)
+        self.peer_socket: str | None = getattr(handler, "peer_socket", None)  # (`serve_hop`)
 
     @property
     def ports(self) -> list[int]:
@@ -244,6 +248,7 @@ class HTTPServer:
         config = self.config
         listeners = self.sockets or await bind_listeners(config)  # (`run`'s listeners)
         self.sockets = listeners
+        listeners = with_peer_listener(listeners, self.peer_socket, config.backlog)
         if config.batch_end_sends:
             self._batch = BatchEndSender()
             trio.lowlevel.add_instrument(self._batch)
@@ -304,7 +309,10 @@ class HTTPServer:
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            host = address[0] if ip else ""
+            if not ip:  # (the peer socket's hops: `serve_hop` admits them)
+                spawn(connections, "a hop", serve_hop, self._serve, quota, self.config, sock)
+                continue
+            host = address[0]
             group = quota.admit(host)
             if group is None:
                 self._refused += 1
@@ -339,10 +347,8 @@ class HTTPServer:
             self.quota.leave(group)
 
     async def handle_stream(self, stream: trio.abc.HalfCloseableStream) -> None:
-        """Serve one connection over any trio stream until it closes.
-
-        Time limits apply only while `enforce_timeouts` runs (`serve` runs it).
-        """
+        """Serve one connection over any trio stream until it closes (with
+        time limits only while `enforce_timeouts` runs: `serve` runs it)."""
         await self._serve(stream)
 
     async def _serve(
@@ -352,13 +358,10 @@ class HTTPServer:
         interruptible: Interruptible | None = None,
         group: str | None = None,
         tls: TLSStream | None = None,
+        hop: tuple[str, bytes] | None = None,
     ) -> None:
         self._connections_total += 1
-        http = HTTP11Connection(self.config)
-        http.client = client
-        trust = self.quota.trust
-        if trust and trust.trusts(client):
-            http.proxy = trust
+        http = _http_connection(self.config, client, self.quota.trust, hop)
         timer = trio.CancelScope()
         conn = Connection(http, timer, interruptible, group)
         self._connections.add(conn)
@@ -375,7 +378,7 @@ class HTTPServer:
             conn.answering = None  # (a writer that refers back to it)
             if conn.holding:
                 self.quota.give_body(conn.holding)
-            await _close(stream, conn, peer_gone)
+            await _close(stream, conn, peer_gone or hop is not None)  # (a hop: nothing unread)
 
     async def _converse(self, stream: ByteStream, conn: Connection) -> bool:
         """Read requests and answer them in order until the connection must close.
@@ -520,6 +523,23 @@ class HTTPServer:
                 return False
 
 
+def _http_connection(
+    config: ServerConfig, client: str, trust: Trust, hop: tuple[str, bytes] | None
+) -> HTTP11Connection:
+    """The sans-IO state of a connection from `client`: a trusted proxy's
+    requests name their own clients; `hop`: a passed-on request's scheme and
+    what followed its preamble (`serve_hop`), whose client is `client`."""
+    http = HTTP11Connection(config)
+    http.client = client
+    if hop is not None:
+        http.proxy = NO_PROXY
+        http.scheme = hop[0]
+        http.receive_data(hop[1])
+    elif trust and trust.trusts(client):
+        http.proxy = trust
+    return http
+
+
 async def _finish_deferred(writer: ConnectionWriter, failed: bool) -> bool:
     """After a DeferredResponse that failed (`failed`) or did not finish its
     answer: a 500 if it wrote nothing, the end of its stream if it started
@@ -618,6 +638,9 @@ async def _answer_overdue(
 
 async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
     """A connection's end: `at_once`, or after its last answer is read."""
+    if conn.hop is not None:
+        conn.hop.close()
+        conn.hop = None
     interruptible = conn.interruptible
     if at_once and interruptible is not None:
         interruptible.close()  # (with no scope and no wait: nothing to wait for)

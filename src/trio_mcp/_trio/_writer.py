@@ -109,6 +109,11 @@ class ConnectionWriter:
         return self._conn.timer
 
     @property
+    def connection(self) -> Connection:
+        """The connection this answer goes out on."""
+        return self._conn
+
+    @property
     def started(self) -> bool:
         """True once the status line is out (nothing can change it any more)."""
         return self.state is not NEW
