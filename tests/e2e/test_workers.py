@@ -18,9 +18,19 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import orjson
 import pytest
 import trio
-from _support import EventReader, connect, free_port, mcp_post, modern_body, modern_call
+from _support import (
+    EventReader,
+    connect,
+    free_port,
+    initialize_body,
+    mcp_post,
+    modern_body,
+    modern_call,
+    tool_call,
+)
 from _support import modern_headers as headers_of
 
 pytestmark = pytest.mark.skipif(  # (tcp_migrate_req too)
@@ -428,3 +438,43 @@ async def test_workers_from_the_environment_and_the_file(tmp_path: Path) -> None
     with group(env=over_file, workers=None) as served, trio.fail_after(60):
         await served.wait_for("2 processes")
         assert len(served.workers()) == 2
+
+
+async def test_a_sessions_posts_on_new_connections_reach_its_owner_from_any_worker() -> None:
+    """Issue 24's check: ten POSTs of one 2025 session, each on a new
+    connection (so the kernel spreads them over the workers): all 200, all
+    answered by the worker that owns the session, and those that reached
+    the other worker say so in their Via header."""
+    version = "2025-11-25"
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        assert len(served.workers()) == 2
+
+        async def post(body: dict, session: str | None = None):
+            async with await connect(served.port) as client:
+                await client.send(mcp_post(body, session=session, version=version))
+                return await client.read_reply()
+
+        reply = await post(initialize_body(version))
+        assert reply.status == 200, reply.body
+        session = reply.header(b"mcp-session-id").decode()
+        owner = session.partition(".")[0]
+        assert owner in ("w1", "w2")  # (workers are numbered from 1)
+        other = "w2" if owner == "w1" else "w1"
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await post(initialized, session)).status == 202
+        pids, vias = set(), []
+        for id in range(10):
+            reply = await post(tool_call("pid", id=id), session)
+            assert reply.status == 200, reply.body
+            pids.add(int(orjson.loads(reply.body)["result"]["content"][0]["text"]))
+            vias.append(reply.header(b"via"))
+        more = 0
+        while other.encode() not in b" ".join(v or b"" for v in vias) and more < 200:
+            more += 1  # (the kernel's spread is random: ask until one was passed on)
+            reply = await post(tool_call("pid", id=100 + more), session)
+            assert reply.status == 200, reply.body
+            pids.add(int(orjson.loads(reply.body)["result"]["content"][0]["text"]))
+            vias.append(reply.header(b"via"))
+        assert len(pids) == 1  # the owner ran every call
+        assert set(vias) == {None, b"1.1 " + other.encode()}

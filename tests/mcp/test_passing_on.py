@@ -154,6 +154,9 @@ async def test_calls_through_another_process_reach_the_owner(start: Start) -> No
         assert reply.status == 200, reply.body
         assert answer_text(reply) == "a"
         assert reply.header(b"content-type") == b"application/json"
+        assert reply.header(b"via") == b"1.1 b"  # (B passed it on: RFC 9110 7.6.3)
+    direct = await exchange(a.port, mcp_post(tool_call("whoami"), session=session, version=VERSION))
+    assert direct.header(b"via") is None
     # and a keep-alive connection to B carries several passed-on calls, on one hop
     hops = a.server.statistics().connections_total
     async with await connect(b.port) as client:

@@ -63,8 +63,10 @@ def hop_preamble(request: Request) -> bytes:
     )
 
 
-def hop_request(request: Request) -> bytes:
-    """The bytes that pass `request` on, after a hop's preamble."""
+def hop_request(request: Request, via: bytes) -> bytes:
+    """The bytes that pass `request` on, after a hop's preamble, with `via`
+    (``1.1 <the passing process's name>``) added to its Via header, as an
+    intermediary does (RFC 9110 7.6.3)."""
     parts = [
         request.method.encode("ascii"),
         b" ",
@@ -77,7 +79,7 @@ def hop_request(request: Request) -> bytes:
     for name, value in request.headers:
         if name not in _NOT_PASSED:
             parts += (name, b": ", value, b"\r\n")
-    parts.append(b"content-length: %d\r\n\r\n" % len(request.body))
+    parts += (b"via: ", via, b"\r\ncontent-length: %d\r\n\r\n" % len(request.body))
     parts.append(request.body)
     return b"".join(parts)
 

@@ -17,7 +17,7 @@ from trio_mcp._mcp._sessions_era cimport SessionsTransport
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, stores, _paths, _sse_paths
     cdef public object _health_path, _ready_path, ready
-    cdef public object observer, _metrics_path, _exposition, peer_socket, router
+    cdef public object observer, _metrics_path, _exposition, peer_socket, router, _via
     cdef public PassingOn passing
     cdef public Admission admission
     cdef public RequestRunner runner

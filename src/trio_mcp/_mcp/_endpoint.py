@@ -144,6 +144,7 @@ class MCPEndpoint:
         "passing",
         "peer_socket",
         "router",
+        "_via",
     )
 
     def __init__(
@@ -190,6 +191,8 @@ class MCPEndpoint:
         #: `route`, or `route_passing_on` (so that a process that passes
         #: nothing on asks nothing per request).
         self.router = self.route if self.passing is None else self.route_passing_on
+        #: What this process adds to the Via header of what it passes on.
+        self._via = b"1.1 " + config.owner_name.encode("ascii")
         if sealer.generated and config.http.reuse_port:
             logger.warning(
                 "request_state_keys is empty: this process seals 2026 requestState with its "
@@ -311,7 +314,7 @@ class MCPEndpoint:
             partial(
                 relay,
                 hop_preamble(request),
-                hop_request(request),
+                hop_request(request, self._via),
                 request.method == "HEAD",
                 os.path.join(config.peer_sockets_dir, owner + ".sock"),
                 gone,
@@ -320,6 +323,7 @@ class MCPEndpoint:
                 inf
                 if request.method in ("GET", "HEAD")
                 else config.request_timeout_s + _HOP_GRACE_S,
+                self._via,
             )
         )
 

@@ -191,6 +191,7 @@ async def relay(
     path: str,
     gone: Response,
     time_limit_s: float,
+    via: bytes,
     writer: ConnectionWriter,
 ) -> None:
     """Pass a request (`request_bytes`, made by `hop_request`; `preamble` by
@@ -231,6 +232,7 @@ async def relay(
         if pieces is None:
             await writer.respond(gone)
             return
+        reader.headers.append((b"via", via))
         kept = await _relay_answer(hop.io, reader, pieces, gone, writer) and not reader.closes
     finally:
         if hop is not None:
