@@ -3,7 +3,9 @@
 reach the replica that owns it, on new connections and for the 2024-11-05
 transport's POSTs too; requests without a session spread over the replicas;
 and when the owner is gone, with no shared store, another replica answers 404
-(the client starts a new session), never a 5xx or a hang."""
+(the client starts a new session), never a 5xx or a hang. With Redis, any
+replica serves any session: round robin works, and a gone owner's session
+goes on elsewhere."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from _support import (
     sse_messages,
     tool_call,
 )
+from redis_fixtures import COREDIS_LEFTOVERS, StartRedis
 from replica_fixtures import NAMES, StartProxy, StartReplicas
 
 VERSION = "2025-11-25"
@@ -131,3 +134,39 @@ async def test_a_gone_owners_session_is_a_404_from_another_replica(
     assert fresh.partition(".")[0] != owner
     reply = await whoami(port, fresh)
     assert (reply.status, answer_text(reply)) == (200, fresh.partition(".")[0])
+
+
+@pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
+async def test_round_robin_with_redis_serves_a_session_on_every_replica(
+    start_redis: StartRedis, start_replicas: StartReplicas, start_proxy: StartProxy
+) -> None:
+    redis = await start_redis()
+    replicas = await start_replicas(redis_url=redis.url)
+    port = await start_proxy("nginx-round-robin", {n: r.port for n, r in replicas.items()})
+    session = await initialize(port)
+    answered = []
+    for id in range(10):
+        reply = await whoami(port, session, id)
+        assert reply.status == 200, reply.body
+        answered.append(answer_text(reply))
+    owner = session.partition(".")[0]
+    assert set(answered) - {owner}, answered  # replicas other than the owner answered
+    assert set(answered) <= set(NAMES)
+
+
+@pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
+@pytest.mark.parametrize("proxy", PROXIES)
+async def test_with_redis_a_gone_owners_session_goes_on_elsewhere(
+    proxy: str, start_redis: StartRedis, start_replicas: StartReplicas, start_proxy: StartProxy
+) -> None:
+    redis = await start_redis()
+    replicas = await start_replicas(redis_url=redis.url)
+    port = await start_proxy(proxy, {name: r.port for name, r in replicas.items()})
+    session = await initialize(port)
+    owner = session.partition(".")[0]
+    assert answer_text(await whoami(port, session)) == owner
+    replicas[owner].stop()
+    for id in range(3):
+        reply = await whoami(port, session, id)
+        assert reply.status == 200, (reply.status, reply.body)
+        assert answer_text(reply) not in (owner, "")
