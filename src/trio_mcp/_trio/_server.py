@@ -31,6 +31,7 @@ import ssl
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from functools import partial
 from math import inf
 from time import perf_counter
 from typing import Any, Final, final
@@ -62,7 +63,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
-from ._collector import collect_fully, paced_full_collections
+from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache, Interruptible
 from ._limits import TimeLimits, end_gradually
 from ._quotas import ConnectionQuota, refuse
@@ -706,8 +707,9 @@ def run(
     address taken, say) exits with one line saying why (SystemExit, status
     1), not a traceback. With ``config.trio_tweaks`` (the default), the
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
-    with ``config.gc_full_interval_s``, full garbage collections are paced
-    (``_collector.py``).
+    with ``config.gc_full_interval_s``, full garbage collections are paced,
+    and with ``config.gc_freeze`` what survives start-up and each of them is
+    frozen (``_collector.py``).
     """
     import signal
 
@@ -735,6 +737,8 @@ def run(
                 waiting.cancel()
 
         async with lifespan, trio.open_nursery() as nursery:
+            if freezing:
+                freeze_survivors()  # (the application, its stores and the server are built)
             try:
                 await nursery.start(serving)
             except StartupError as exc:
@@ -742,7 +746,7 @@ def run(
                 return
             collections: trio.CancelScope | None = None
             if pacing is not None:
-                collections = await nursery.start(collect_fully, pacing)
+                collections = await nursery.start(partial(collect_fully, pacing, freeze=freezing))
             (started or _log_listening)(server)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
                 async for signum in signals:
@@ -759,6 +763,7 @@ def run(
     with (
         trio_tweaks(settings.trio_tweaks) as tweaks,
         paced_full_collections(settings.gc_full_interval_s) as pacing,
+        frozen_survivors(settings.gc_freeze) as freezing,
     ):
         trio.run(main)
     if failures:
