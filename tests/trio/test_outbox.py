@@ -271,6 +271,7 @@ async def test_a_write_puts_off_the_shared_keepalive_and_a_closed_stream_leaves(
         await trio.sleep(1)
         assert writer.direct == [b"event", KEEPALIVE]
         outbox.close()
+        assert outbox._writer is None  # (while the task still holds the outbox)
         await trio.sleep(30)
         assert writer.direct == [b"event", KEEPALIVE]
         assert keepalives._due == []  # (dropped when its keepalive fell due)

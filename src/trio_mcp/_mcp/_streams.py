@@ -144,6 +144,10 @@ class Outbox:
 
     def close(self) -> None:
         self.closed = True
+        # (offer writes no more, and the pump has its own reference: a
+        # `Keepalives` that holds the outbox until its due time holds no
+        # connection with it)
+        self._writer = None
         self._wake()
         self._space.unpark_all()
 
