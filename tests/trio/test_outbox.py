@@ -287,3 +287,25 @@ async def test_the_pump_keeps_its_own_keepalives_when_the_task_is_not_running(
         await trio.sleep(16)
         assert writer.awaited == [KEEPALIVE]
         outbox.close()
+
+
+async def test_a_keepalive_that_fails_closes_its_stream_and_the_task_goes_on(
+    autojump_clock, caplog
+) -> None:
+    class Failing(Writer):
+        def send_nowait(self, piece: bytes) -> bytes | None:
+            raise RuntimeError("a writer that fails")
+
+    keepalives = Keepalives(15.0)
+    bad, good = Outbox(), Outbox()
+    good_writer = Writer()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(keepalives.run)
+        nursery.start_soon(bad.pump, Failing(), 15.0, keepalives)
+        nursery.start_soon(good.pump, good_writer, 15.0, keepalives)
+        await trio.sleep(31)
+        assert bad.closed
+        assert good_writer.direct == [KEEPALIVE, KEEPALIVE]
+        assert keepalives.running
+        nursery.cancel_scope.cancel()
+    assert "a stream's keepalive failed; going on" in caplog.text

@@ -34,6 +34,7 @@ from .._protocol._jsonrpc import RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
 from .._stores._bus import Frame, Subscriber, frame_bytes, frame_size
+from .._trio._tasks import guarded
 
 SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
@@ -283,7 +284,11 @@ class Keepalives:
             if at is None:
                 continue  # closed
             if at <= now:
-                if not outbox.offer(KEEPALIVE, now):
+                sent = False
+                with guarded("a stream's keepalive"):
+                    sent = outbox.offer(KEEPALIVE, now)
+                if not sent:
+                    outbox.close()  # (closed already, unless the write failed)
                     continue
                 at = now + keepalive_s
                 written += 1

@@ -100,7 +100,7 @@ def freeze_survivors() -> None:
 
 
 async def collect_fully(
-    interval_s: float, *, freeze: bool = False, task_status: trio.TaskStatus[trio.CancelScope]
+    interval_s: float, freeze: bool = False, *, task_status: trio.TaskStatus[trio.CancelScope]
 ) -> None:
     """Every `interval_s`, a full collection if anything was promoted since
     (followed by `freeze_survivors`'s freeze when `freeze`), until the cancel

@@ -31,7 +31,6 @@ import ssl
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from functools import partial
 from math import inf
 from time import perf_counter
 from typing import Any, Final, final
@@ -746,7 +745,7 @@ def run(
                 return
             collections: trio.CancelScope | None = None
             if pacing is not None:
-                collections = await nursery.start(partial(collect_fully, pacing, freeze=freezing))
+                collections = await nursery.start(collect_fully, pacing, freezing)
             (started or _log_listening)(server)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
                 async for signum in signals:
