@@ -237,7 +237,7 @@ class HTTPServer:
             while True:
                 await trio.sleep(tick)
                 dates.refresh()
-                await end_gradually(look(trio.current_time()))
+                await end_gradually(await look(trio.current_time()))
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
