@@ -5,7 +5,8 @@ broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
 
 The configuration is the default one but for the session idle timeout (60 s,
 so that a flood of abandoned sessions ends within the run), and the process
-runs as ``run`` would: the trio tweaks and the paced full collections.
+runs as ``run`` would: the trio tweaks, the paced full collections and the
+freezing of what survives them (``--no-gc-freeze``: not).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import resource
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _suite_server import server as app
 
 from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
-from trio_mcp._trio._collector import collect_fully, paced_full_collections
+from trio_mcp._trio._collector import (
+    collect_fully,
+    freeze_survivors,
+    frozen_survivors,
+    paced_full_collections,
+)
 from trio_mcp._trio._tweaks import applied as trio_tweaks
 from trio_mcp._trio._tweaks import lean_instruments
 
@@ -85,17 +92,20 @@ async def broadcast() -> None:
         app.notify_tools_changed()
 
 
-async def main(config: MCPConfig, lean: bool, pacing: float | None) -> None:
+async def main(config: MCPConfig, lean: bool, pacing: float | None, freezing: bool) -> None:
     # What `run` does around the server (a script's run has no statistics
-    # to print): the lean instrument checks, the paced full collections.
+    # to print): the lean instrument checks, the paced full collections and
+    # the freezing of what survives them.
     if lean:
         lean_instruments()
     async with trio.open_nursery() as nursery:
+        if freezing:
+            freeze_survivors()
         server: HTTPServer = await nursery.start(
             lambda task_status: serve_mcp(app, config, task_status=task_status)
         )
         if pacing is not None:
-            await nursery.start(collect_fully, pacing)
+            await nursery.start(partial(collect_fully, pacing, freeze=freezing))
         nursery.start_soon(report, server)
         nursery.start_soon(broadcast)
 
@@ -104,15 +114,18 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-timeout", type=float, default=60.0)
+    parser.add_argument("--no-gc-freeze", action="store_true")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    config = MCPConfig(http=ServerConfig(port=args.port), session_idle_timeout_s=args.idle_timeout)
+    http = ServerConfig(port=args.port, gc_freeze=not args.no_gc_freeze)
+    config = MCPConfig(http=http, session_idle_timeout_s=args.idle_timeout)
     with (
         trio_tweaks(config.http.trio_tweaks) as tweaks,
         paced_full_collections(config.http.gc_full_interval_s) as pacing,
+        frozen_survivors(config.http.gc_freeze) as freezing,
     ):
         try:
-            trio.run(main, config, tweaks.lean_instruments, pacing)
+            trio.run(main, config, tweaks.lean_instruments, pacing, freezing)
         except KeyboardInterrupt:
             pass

@@ -305,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         help="calls/s of each era's well-behaved clients, open loop (default 1000; "
         "0: closed loop, as fast as answered)",
     )
+    parser.add_argument(
+        "--no-gc-freeze", action="store_true", help="the server freezes nothing (gc_freeze off)"
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--hostile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -318,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
     server = subprocess.Popen(
         [sys.executable, str(HERE / "_soak_server.py"), "--port", str(port)]
-        + ["--idle-timeout", str(args.idle_timeout)],
+        + ["--idle-timeout", str(args.idle_timeout)]
+        + (["--no-gc-freeze"] if args.no_gc_freeze else []),
         stdout=subprocess.PIPE,
         text=True,
         env=env,

@@ -1,5 +1,6 @@
 """Full garbage collections at a pace while trio-mcp runs trio itself: the
-automatic ones are off, one runs every interval, and all is as it was after."""
+automatic ones are off, one runs every interval, and all is as it was after;
+with freezing, what survives start-up and each paced collection is frozen."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 import weakref
+from functools import partial
 
 import pytest
 import trio
@@ -16,7 +18,13 @@ from _support import free_port
 
 from trio_mcp import ServerConfig
 from trio_mcp._trio import _collector
-from trio_mcp._trio._collector import collect_fully, generational, paced_full_collections
+from trio_mcp._trio._collector import (
+    collect_fully,
+    freeze_survivors,
+    frozen_survivors,
+    generational,
+    paced_full_collections,
+)
 
 #: (on the incremental collector, 3.14's, pacing rightly does not apply)
 generational_only = pytest.mark.skipif(
@@ -90,18 +98,24 @@ import gc, sys
 from trio_mcp import Response, ServerConfig, run
 
 async def threshold(request):
-    return Response(200, [], repr(gc.get_threshold()).encode())
+    return Response(200, [], repr((*gc.get_threshold(), gc.get_freeze_count())).encode())
 
-run(threshold, ServerConfig(port=int(sys.argv[1]), gc_full_interval_s=float(sys.argv[2]) or None))
+config = ServerConfig(
+    port=int(sys.argv[1]),
+    gc_full_interval_s=float(sys.argv[2]) or None,
+    gc_freeze=sys.argv[3] == "freeze",
+)
+run(threshold, config)
 """
 
 
-@generational_only
-@pytest.mark.parametrize("interval", [60.0, 0.0])
-def test_run_paces_full_collections_unless_told_not_to(interval: float) -> None:
+def serve_and_report(interval: float, freeze: bool) -> tuple[int, int]:
+    """The third threshold and the number of frozen objects, as a server's
+    handler sees them under `run` with these settings."""
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-c", SERVE_AND_REPORT_THRESHOLD, str(port), str(interval)]
+        + ["freeze" if freeze else "no-freeze"]
     )
     try:
         deadline = time.monotonic() + 20
@@ -120,7 +134,14 @@ def test_run_paces_full_collections_unless_told_not_to(interval: float) -> None:
     finally:
         server.terminate()
         server.wait(timeout=20)
-    third = int(reply.rsplit(b"\r\n\r\n", 1)[1].strip(b"()").split(b",")[2])
+    values = reply.rsplit(b"\r\n\r\n", 1)[1].strip(b"()").split(b",")
+    return int(values[2]), int(values[3])
+
+
+@generational_only
+@pytest.mark.parametrize("interval", [60.0, 0.0])
+def test_run_paces_full_collections_unless_told_not_to(interval: float) -> None:
+    third, _ = serve_and_report(interval, freeze=False)
     if interval:
         assert third == _collector._NEVER
     else:
@@ -132,3 +153,58 @@ def test_the_interval_is_validated() -> None:
         with pytest.raises(ValueError, match="gc_full_interval_s"):
             ServerConfig(gc_full_interval_s=bad)
     assert ServerConfig(gc_full_interval_s=None).gc_full_interval_s is None
+
+
+@generational_only
+def test_freezing_moves_the_survivors_out_of_the_collectors_walk_until_it_ends() -> None:
+    assert gc.get_freeze_count() == 0
+    with frozen_survivors(True) as freezing:
+        assert freezing is True
+        kept = Node()
+        dropped = old_cyclic_garbage()
+        freeze_survivors()
+        assert dropped() is None  # (collected first: garbage is not frozen)
+        assert gc.get_freeze_count() > 0
+        assert not any(o is kept for o in gc.get_objects())  # (frozen: no collection walks it)
+    assert gc.get_freeze_count() == 0
+    assert any(o is kept for o in gc.get_objects())
+
+
+def test_freezing_off_or_on_a_disabled_collector_freezes_nothing() -> None:
+    with frozen_survivors(False) as freezing:
+        assert freezing is False
+    gc.disable()
+    try:
+        with frozen_survivors(True) as freezing:
+            assert freezing is False
+    finally:
+        gc.enable()
+
+
+@generational_only
+async def test_a_paced_collection_freezes_what_survived_it_when_told_to() -> None:
+    with paced_full_collections(0.05), frozen_survivors(True):
+        kept = Node()
+        gc.collect(1)  # (something was promoted since the last full collection)
+        async with trio.open_nursery() as nursery:
+            collections = await nursery.start(partial(collect_fully, 0.05, freeze=True))
+            with trio.fail_after(5):
+                while gc.get_freeze_count() == 0:
+                    await trio.sleep(0.01)
+            collections.cancel()
+        assert not any(o is kept for o in gc.get_objects())
+    assert gc.get_freeze_count() == 0
+
+
+@generational_only
+@pytest.mark.parametrize("freeze", [True, False])
+def test_run_freezes_what_start_up_built_unless_told_not_to(freeze: bool) -> None:
+    _, frozen = serve_and_report(60.0, freeze)
+    if freeze:
+        assert frozen > 1000  # (the interpreter's modules, trio, the server)
+    else:
+        assert frozen == 0
+
+
+def test_freezing_is_on_by_default() -> None:
+    assert ServerConfig().gc_freeze is True

@@ -1,5 +1,6 @@
 """`Outbox`, the live end of a long-lived SSE stream: direct writes, queueing,
-the too-slow rule, flushing on close, keepalives and backpressure.
+the too-slow rule, flushing on close, keepalives (its own, or written by the
+shared `Keepalives` task) and backpressure.
 
 The writer here is a stand-in with the `ResponseWriter` streaming interface
 whose socket takes a set number of bytes and whose awaited writes can be held
@@ -12,7 +13,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from trio_mcp._mcp._streams import KEEPALIVE, Outbox
+from trio_mcp._mcp._streams import KEEPALIVE, Keepalives, Outbox
 
 
 class Writer:
@@ -224,3 +225,87 @@ async def test_one_frame_larger_than_the_bound_still_passes(nursery) -> None:
     writer.gate.set()
     await trio.testing.wait_all_tasks_blocked()
     assert writer.wire() == b"x" + b"y" * 100
+
+
+async def test_a_running_keepalives_task_writes_them_while_the_pump_waits_once(
+    autojump_clock,
+) -> None:
+    keepalives = Keepalives(15.0)
+    outboxes = [Outbox() for _ in range(3)]
+    writers = [Writer() for _ in outboxes]
+    watches = 0
+
+    async def wait_peer() -> bool:
+        nonlocal watches
+        watches += 1
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(keepalives.run)
+        for outbox, writer in zip(outboxes, writers, strict=True):
+            writer.watch = wait_peer
+            nursery.start_soon(outbox.pump, writer, 15.0, keepalives)
+        await trio.sleep(61)
+        # four each, straight to the socket from the shared task; each pump
+        # started its wait for the client once and never woke
+        assert [w.direct for w in writers] == [[KEEPALIVE] * 4] * 3
+        assert [w.awaited for w in writers] == [[]] * 3
+        assert watches == 3
+        nursery.cancel_scope.cancel()
+    assert not keepalives.running
+
+
+async def test_a_write_puts_off_the_shared_keepalive_and_a_closed_stream_leaves(
+    autojump_clock,
+) -> None:
+    keepalives = Keepalives(15.0)
+    outbox, writer = Outbox(), Writer()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(keepalives.run)
+        nursery.start_soon(outbox.pump, writer, 15.0, keepalives)
+        await trio.sleep(10)
+        outbox.offer(b"event")
+        await trio.sleep(14.5)  # 24.5 s in: none yet, the event was 14.5 s ago
+        assert writer.direct == [b"event"]
+        await trio.sleep(1)
+        assert writer.direct == [b"event", KEEPALIVE]
+        outbox.close()
+        assert outbox._writer is None  # (while the task still holds the outbox)
+        await trio.sleep(30)
+        assert writer.direct == [b"event", KEEPALIVE]
+        assert keepalives._due == []  # (dropped when its keepalive fell due)
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_pump_keeps_its_own_keepalives_when_the_task_is_not_running(
+    autojump_clock,
+) -> None:
+    outbox, writer = Outbox(), Writer()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outbox.pump, writer, 15.0, Keepalives(15.0))
+        await trio.sleep(16)
+        assert writer.awaited == [KEEPALIVE]
+        outbox.close()
+
+
+async def test_a_keepalive_that_fails_closes_its_stream_and_the_task_goes_on(
+    autojump_clock, caplog
+) -> None:
+    class Failing(Writer):
+        def send_nowait(self, piece: bytes) -> bytes | None:
+            raise RuntimeError("a writer that fails")
+
+    keepalives = Keepalives(15.0)
+    bad, good = Outbox(), Outbox()
+    good_writer = Writer()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(keepalives.run)
+        nursery.start_soon(bad.pump, Failing(), 15.0, keepalives)
+        nursery.start_soon(good.pump, good_writer, 15.0, keepalives)
+        await trio.sleep(31)
+        assert bad.closed
+        assert good_writer.direct == [KEEPALIVE, KEEPALIVE]
+        assert keepalives.running
+        nursery.cancel_scope.cancel()
+    assert "a stream's keepalive failed; going on" in caplog.text

@@ -501,6 +501,7 @@ class MCPEndpoint:
             nursery = await stack.enter_async_context(trio.open_nursery())
             self.http_sse.nursery = nursery
             await nursery.start(self.broadcaster.run)
+            await nursery.start(self.broadcaster.keepalives.run)
             self.app.listeners.append(self.broadcaster.on_app_event)
             nursery.start_soon(self.sweeper.run)
             self.ready = True

@@ -25,7 +25,7 @@ from .._protocol._sessions import Session
 from .._speedups import format_event
 from .._stores._stores import Stores
 from .._trio._tasks import guarded
-from ._streams import MESSAGE, PostStream
+from ._streams import MESSAGE, Keepalives, PostStream
 
 if TYPE_CHECKING:
     from .._observe import Observer
@@ -60,10 +60,12 @@ def listen_frame_start(head: bytes) -> bytes:
 class Broadcaster:
     """Delivers notifications to the streams that want them (module docstring)."""
 
-    __slots__ = ("config", "sessions", "events", "bus", "_send", "_now")
+    __slots__ = ("config", "sessions", "events", "bus", "_send", "_now", "keepalives")
 
     def __init__(self, config: MCPConfig, stores: Stores) -> None:
         self.config = config
+        #: Writes the idle GET and listen streams' keepalives (the endpoint runs it).
+        self.keepalives = Keepalives(config.keepalive_s)
         self.sessions = stores.sessions
         self.events = stores.events
         self.bus = stores.bus

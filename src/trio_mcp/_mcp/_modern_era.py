@@ -275,7 +275,7 @@ class ModernTransport:
                 "params": {"_meta": tag, "notifications": listener.honored},
             }
             await writer.start(200, SSE_HEADERS + cors, format_event(dumps(ack), event=MESSAGE))
-            await listener.outbox.pump(writer, self.config.keepalive_s)
+            await listener.outbox.pump(writer, self.config.keepalive_s, self.broadcaster.keepalives)
             if not writer.broken:
                 # the server ended the subscription: the response says so
                 result = {"resultType": "complete", "_meta": tag}

@@ -408,7 +408,7 @@ class SessionsTransport:
                 await writer.send(
                     format_event(event.data, event_id=event.event_id.encode(), event=MESSAGE)
                 )
-            await outbox.pump(writer, self.config.keepalive_s)
+            await outbox.pump(writer, self.config.keepalive_s, self.broadcaster.keepalives)
         finally:
             if number == 0:
                 self.bus.detach(session.id, outbox)

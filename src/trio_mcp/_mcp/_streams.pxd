@@ -5,7 +5,7 @@ cimport cython
 
 cdef class Outbox:
     cdef public object _writer, _queue, _rest, _idle, _space, _busy, _last_direct
-    cdef public object closed, limit_bytes, _queued
+    cdef public object closed, limit_bytes, _queued, _kept
     cpdef offer(self, frame, now=*)
 
 cdef class Listener:

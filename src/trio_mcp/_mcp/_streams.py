@@ -3,7 +3,8 @@
 `PostStream` is the SSE answer of one POST (opened on its first message, with
 event ids and resumption for sessions), `Outbox` the live end of a long-lived
 stream (a session's GET stream, a subscriptions/listen stream, a 2024-11-05
-HTTP+SSE stream), `SSEStream` what the messages of one 2024-11-05 HTTP+SSE
+HTTP+SSE stream), `Keepalives` the one task that writes the keepalives of
+every idle GET and listen stream, `SSEStream` what the messages of one 2024-11-05 HTTP+SSE
 request go through, `Listener` one subscriptions/listen stream, and `Waiter` a
 request we sent to a client, waiting for its answer. `RequestStream` is what
 the request runner needs of the first and the third.
@@ -14,6 +15,8 @@ and what it needs from the endpoint comes in through `EventPublisher`.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections import deque
 from collections.abc import Callable
@@ -31,6 +34,7 @@ from .._protocol._jsonrpc import RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
 from .._stores._bus import Frame, Subscriber, frame_bytes, frame_size
+from .._trio._tasks import guarded
 
 SSE_HEADERS: Final = [
     (b"content-type", b"text/event-stream"),
@@ -41,6 +45,9 @@ MESSAGE: Final = MESSAGE_EVENT
 #: Frames waiting for a slow client before its stream is dropped (it must resume).
 STREAM_QUEUE_BYTES: Final = 1024 * 1024
 KEEPALIVE: Final = format_comment(b"keepalive")
+#: Keepalives `Keepalives` writes in one scheduler batch: with 10,000 streams
+#: opened together, their keepalives fall due together too.
+KEEPALIVES_PER_BATCH: Final = 64
 
 
 class Outbox:
@@ -58,7 +65,9 @@ class Outbox:
     client falls further behind is closed: it must resume (or listen) again.
 
     While idle, `pump` watches the socket, so a client that closes its end is
-    let go of at once rather than at the next keepalive.
+    let go of at once rather than at the next keepalive. Given a running
+    `Keepalives`, the pump leaves the keepalives to it and its idle wait
+    lasts until the stream has something to write or the client goes.
 
     `close` ends the stream after what is queued; `pump` then returns.
     """
@@ -74,6 +83,7 @@ class Outbox:
         "closed",
         "limit_bytes",
         "_queued",
+        "_kept",
     )
 
     def __init__(self, limit_bytes: int = STREAM_QUEUE_BYTES) -> None:
@@ -83,10 +93,13 @@ class Outbox:
         self._idle: trio.CancelScope | None = None  # the pump's wait, while idle
         self._space = ParkingLot()  # senders waiting for room in the queue
         self._busy = True  # until pump runs, everything queues
-        self._last_direct = -math.inf  # when offer last wrote (the pump did not see it)
+        # when offer last wrote (the pump did not see it), or, under
+        # `Keepalives`, when the stream last wrote anything
+        self._last_direct = -math.inf
         self.closed = False
         self.limit_bytes = limit_bytes
         self._queued = 0  # bytes of the frames in _queue
+        self._kept = False  # whether a `Keepalives` writes its keepalives
 
     def _wake(self) -> None:
         if self._idle is not None:
@@ -132,12 +145,29 @@ class Outbox:
 
     def close(self) -> None:
         self.closed = True
+        # (offer writes no more, and the pump has its own reference: a
+        # `Keepalives` that holds the outbox until its due time holds no
+        # connection with it)
+        self._writer = None
         self._wake()
         self._space.unpark_all()
 
-    async def pump(self, writer: ResponseWriter, keepalive_s: float) -> None:
+    def keepalive_due(self, keepalive_s: float) -> float | None:
+        """When `Keepalives` should write this stream's next keepalive: None
+        once it is closed, and while it is writing, a keepalive from now (it
+        cannot fall due sooner: it becomes idle later)."""
+        if self.closed:
+            return None
+        if self._busy:
+            return trio.current_time() + keepalive_s
+        return self._last_direct + keepalive_s
+
+    async def pump(
+        self, writer: ResponseWriter, keepalive_s: float, keepalives: Keepalives | None = None
+    ) -> None:
         """Write this stream's frames on `writer` (already started) until it is
-        closed and flushed, or the client is gone. Run by the stream's task."""
+        closed and flushed, or the client is gone. Run by the stream's task.
+        The keepalives are `keepalives`'s to write while it runs."""
         self._writer = writer
         queue = self._queue
         # the socket's "readable": the client closed (or, rarely, sent more)
@@ -155,6 +185,24 @@ class Outbox:
                     self._space.unpark()
             elif self.closed:
                 return
+            elif keepalives is not None and keepalives.running:
+                # Idle until there is something to write or the client goes:
+                # one wait, not one per keepalive, so the objects it is made
+                # of live as long as the stream (and stay frozen with it,
+                # ``ServerConfig.gc_freeze``)
+                self._busy = False
+                self._last_direct = trio.current_time()
+                if not self._kept:
+                    self._kept = True
+                    keepalives.add(self)
+                with trio.CancelScope() as self._idle:
+                    if watch is None:
+                        await trio.sleep_forever()
+                    elif await watch():
+                        writer.broken = True  # the client closed its end
+                    else:
+                        watch = None  # it sent bytes: leave them for later
+                self._idle = None
             else:
                 self._busy = False
                 idle_since = trio.current_time()
@@ -178,6 +226,77 @@ class Outbox:
                         break
                 self._idle = None
         self.close()
+
+
+class Keepalives:
+    """The keepalive comments of idle long-lived streams, written by one task.
+
+    A stream's task that woke every ``keepalive_s`` to write its keepalive
+    rebuilt its wait each time (a cancel scope and trio's wait for the
+    socket: about 23 objects the garbage collector tracks), so every full
+    collection found 10,000 idle streams' worth of young objects to walk.
+    Here an idle `Outbox` joins once (`add`) and `run` writes its keepalive
+    when due, with `Outbox.offer` (straight to the socket; a partial write
+    wakes the stream's pump, and a client found gone closes the stream),
+    `KEEPALIVES_PER_BATCH` per scheduler batch. A stream that wrote since
+    is looked at again when its keepalive is due; a closed one is dropped.
+    """
+
+    __slots__ = ("keepalive_s", "running", "_due", "_order", "_added")
+
+    def __init__(self, keepalive_s: float) -> None:
+        self.keepalive_s = keepalive_s
+        self.running = False
+        #: (due, order, outbox), one per stream that joined: a heap
+        self._due: list[tuple[float, int, Outbox]] = []
+        self._order = itertools.count()  # (ties never compare outboxes)
+        self._added = ParkingLot()  # `run`, while it has nothing to wait for
+
+    def add(self, outbox: Outbox) -> None:
+        """Write `outbox`'s keepalives from now on, until it is closed."""
+        due = outbox.keepalive_due(self.keepalive_s)
+        if due is not None:
+            heapq.heappush(self._due, (due, next(self._order), outbox))
+            self._added.unpark_all()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Write the keepalives as they fall due, until cancelled."""
+        due = self._due
+        self.running = True
+        try:
+            task_status.started()
+            while True:
+                if not due:
+                    await self._added.park()
+                    continue
+                await trio.sleep_until(due[0][0])
+                await self._write_due()
+        finally:
+            self.running = False
+
+    async def _write_due(self) -> None:
+        due, keepalive_s = self._due, self.keepalive_s
+        written = 0
+        now = trio.current_time()
+        while due and due[0][0] <= now:
+            outbox = heapq.heappop(due)[2]
+            at = outbox.keepalive_due(keepalive_s)
+            if at is None:
+                continue  # closed
+            if at <= now:
+                sent = False
+                with guarded("a stream's keepalive"):
+                    sent = outbox.offer(KEEPALIVE, now)
+                if not sent:
+                    outbox.close()  # (closed already, unless the write failed)
+                    continue
+                at = now + keepalive_s
+                written += 1
+            heapq.heappush(due, (at, next(self._order), outbox))
+            if written == KEEPALIVES_PER_BATCH:
+                written = 0
+                await trio.lowlevel.checkpoint()
+                now = trio.current_time()
 
 
 class Listener:

@@ -67,7 +67,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
-from ._collector import collect_fully, paced_full_collections
+from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache, Interruptible
 from ._limits import TimeLimits, end_gradually
 from ._peers import serve_hop, with_peer_listener
@@ -242,7 +242,7 @@ class HTTPServer:
             while True:
                 await trio.sleep(tick)
                 dates.refresh()
-                await end_gradually(look(trio.current_time()))
+                await end_gradually(await look(trio.current_time()))
 
     async def _run(self, task_status: trio.TaskStatus[HTTPServer]) -> None:
         config = self.config
@@ -734,9 +734,11 @@ def run(
     address taken, say) exits with one line saying why (SystemExit, status
     1), not a traceback. With ``config.trio_tweaks`` (the default), the
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
-    with ``config.gc_full_interval_s``, full garbage collections are paced
-    (``_collector.py``). `listeners`: listening sockets to serve instead of
-    binding ``config.host`` and ``config.port`` (non-blocking, closed at the end).
+    with ``config.gc_full_interval_s``, full garbage collections are paced,
+    and with ``config.gc_freeze`` what survives start-up and each of them is
+    frozen (``_collector.py``). `listeners`: listening sockets to serve
+    instead of binding ``config.host`` and ``config.port`` (non-blocking,
+    closed at the end).
     """
     import signal
 
@@ -766,6 +768,8 @@ def run(
                 waiting.cancel()
 
         async with lifespan, trio.open_nursery() as nursery:
+            if freezing:
+                freeze_survivors()  # (the application, its stores and the server are built)
             try:
                 await nursery.start(serving)
             except StartupError as exc:
@@ -773,7 +777,7 @@ def run(
                 return
             collections: trio.CancelScope | None = None
             if pacing is not None:
-                collections = await nursery.start(collect_fully, pacing)
+                collections = await nursery.start(collect_fully, pacing, freezing)
             (started or _log_listening)(server)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
                 async for signum in signals:
@@ -790,6 +794,7 @@ def run(
     with (
         trio_tweaks(settings.trio_tweaks) as tweaks,
         paced_full_collections(settings.gc_full_interval_s) as pacing,
+        frozen_survivors(settings.gc_freeze) as freezing,
     ):
         trio.run(main)
     if failures:
