@@ -299,33 +299,8 @@ class MCPEndpoint:
             assert passing is not None
             owner = passing.owner_to_ask(request, on_endpoint)
             if owner is not None:
-                return self._pass_on(request, owner)
+                return pass_on(request, self.config, owner, self._via)
         return self.route(request)
-
-    def _pass_on(self, request: Request, owner: str) -> DeferredResponse:
-        """Pass `request` to the process that owns its session, and relay its
-        answer; a 404 when that process is gone (the client then starts a new
-        session), as for any session this process does not know."""
-        config = self.config
-        gone = rejection_response(
-            refuse(404, "Session not found: initialize a new session"), cors_headers(request)
-        )
-        return DeferredResponse(
-            partial(
-                relay,
-                hop_preamble(request),
-                hop_request(request, self._via),
-                request.method == "HEAD",
-                os.path.join(config.peer_sockets_dir, owner + ".sock"),
-                gone,
-                # (a stream lasts as long as its client; an answer as long as
-                # the owner lets its request run)
-                inf
-                if request.method in ("GET", "HEAD")
-                else config.request_timeout_s + _HOP_GRACE_S,
-                self._via,
-            )
-        )
 
     def _elsewhere(self, request: Request) -> Response:
         """A path that is none of the endpoint's: the metrics, a probe, or 404.
@@ -537,6 +512,30 @@ def _modern_only(header: bytes | None, first: Message | Invalid) -> Response:
     )
     message_id = first.id if type(first) is RPCRequest else None
     return Response(400, JSON_HEADERS, dumps(error_message(message_id, error)))
+
+
+def pass_on(request: Request, config: MCPConfig, owner: str, via: bytes) -> DeferredResponse:
+    """Pass `request` to `owner`, the process that owns its session, and
+    relay its answer (`via` names this process in its Via header); a 404
+    when that process is gone (the client then starts a new session), as
+    for any session this process does not know."""
+    gone = rejection_response(
+        refuse(404, "Session not found: initialize a new session"), cors_headers(request)
+    )
+    return DeferredResponse(
+        partial(
+            relay,
+            hop_preamble(request),
+            hop_request(request, via),
+            request.method == "HEAD",
+            os.path.join(config.peer_sockets_dir, owner + ".sock"),
+            gone,
+            # (a stream lasts as long as its client; an answer as long as
+            # the owner lets its request run)
+            inf if request.method in ("GET", "HEAD") else config.request_timeout_s + _HOP_GRACE_S,
+            via,
+        )
+    )
 
 
 async def serve_mcp(

@@ -67,6 +67,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
+from ._closing import LINGER_S, close_quietly, lingering_close, send_quietly
 from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
 from ._connection import ByteStream, Connection, DateCache, Interruptible
 from ._limits import TimeLimits, end_gradually
@@ -190,11 +191,9 @@ class HTTPServer:
         self.tls = tls if tls is not None else server_context(config)
         #: The handler, if it wants the later moments of a graceful shutdown.
         self._stages: DrainStages | None = handler if isinstance(handler, DrainStages) else None
-        #: The graceful shutdown has closed the listener: a request that
-        #: arrives now on a connection still open gets 503.
+        #: The listener is closed (graceful shutdown): new requests get 503.
         self._listener_closed = False
-        #: Where requests answered and refusals are reported (metrics): the
-        #: handler's ``observer``, None (nothing reported) when it has none.
+        #: The handler's ``observer`` (metrics), if any: told of answers and refusals.
         self.observer: HTTPObserver | None = getattr(handler, "observer", None)
         if self.observer is not None:
             self.observer.serving(self)
@@ -411,7 +410,7 @@ class HTTPServer:
                 event = next_event()
             except RemoteProtocolError as exc:
                 limit_phase(write_timeout)
-                await _send_quietly(stream, http.error_response(exc, dates.get()))
+                await send_quietly(stream, http.error_response(exc, dates.get()))
                 if observer is not None:
                     observer.refused(exc.status)
                 return False
@@ -435,7 +434,7 @@ class HTTPServer:
                         if not self.quota.take_body(holding):
                             holding = 0
                             refusal = self.quota.bodies_refusal(trio.current_time())
-                            await _send_quietly(stream, refusal)
+                            await send_quietly(stream, refusal)
                             if observer is not None:
                                 observer.refused(503)
                             return False
@@ -630,8 +629,8 @@ async def _answer_overdue(
             interruptible.send_nowait(http.error_response(_TOO_SLOW, dates.get()))
         return True
     if conn.timer.cancelled_caught and http.phase in (HEAD, BODY):
-        with trio.move_on_after(_LINGER_S):
-            await _send_quietly(stream, http.error_response(_TOO_SLOW, dates.get()))
+        with trio.move_on_after(LINGER_S):
+            await send_quietly(stream, http.error_response(_TOO_SLOW, dates.get()))
         return False
     return peer_gone
 
@@ -647,52 +646,9 @@ async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
         return
     with trio.CancelScope(shield=True):
         if at_once or (conn.timer.cancelled_caught and conn.http.phase is IDLE):
-            await _close_quietly(stream)
+            await close_quietly(stream)
         else:
-            await _lingering_close(stream)
-
-
-async def _send_quietly(stream: ByteStream, data: bytes) -> None:
-    try:
-        await stream.send_all(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-
-
-_LINGER_S: Final = 1.0
-_LINGER_BYTES: Final = 16 * 1024 * 1024
-
-
-async def _lingering_close(stream: ByteStream) -> None:
-    """Close after our last response without destroying it.
-
-    Closing a socket with unread input makes the kernel send a reset, which
-    can throw away a response (a 413, say) before the client reads it. So:
-    send FIN, read and drop what the client still sends, for a bounded time
-    and size, then close.
-    """
-    try:
-        with trio.move_on_after(_LINGER_S):
-            await stream.send_eof()
-            drained = 0
-            while drained < _LINGER_BYTES:
-                data = await stream.receive_some(65536)
-                if not data:
-                    break
-                drained += len(data)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-    finally:
-        await _close_quietly(stream)
-
-
-async def _close_quietly(stream: ByteStream) -> None:
-    with trio.CancelScope() as scope:
-        scope.cancel()  # close at once, like trio.aclose_forcefully
-        try:
-            await stream.aclose()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            await lingering_close(stream)
 
 
 async def serve(
