@@ -13,7 +13,9 @@ from typing import Protocol
 
 import trio
 
+from .._config import ServerConfig
 from .._http._connection import HEAD, HTTP11Connection
+from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import SlowAnswer
 
 
@@ -182,3 +184,19 @@ class Connection:
         if self.waiting_idle:
             # waiting for a next request that is no longer welcome
             self.timer.cancel()
+
+
+def http_connection(
+    config: ServerConfig, client: str, trust: Trust, hop: tuple[str, bytes] | None
+) -> HTTP11Connection:
+    """A connection's sans-IO state; `hop`: a passed-on request's scheme and
+    what followed its preamble (`serve_hop`), its client `client`."""
+    http = HTTP11Connection(config)
+    http.client = client
+    if hop is not None:
+        http.proxy = NO_PROXY
+        http.scheme = hop[0]
+        http.receive_data(hop[1])
+    elif trust and trust.trusts(client):
+        http.proxy = trust
+    return http
