@@ -21,7 +21,9 @@ has no ``store_item``):
 - the resource ``bench://blob-64k``: 65,536 characters of ``text/plain``.
 
 The configuration is the default one (``--metrics PATH`` and ``--access-log
-FILE`` turn those on, for ``observe_overhead.py``); the app's ``page_size`` is 1,000, so
+FILE`` turn those on, for ``observe_overhead.py``; ``--owner-name``,
+``--peer-sockets-dir`` and ``--request-state-key`` make it one process of a
+group, for ``passing_on.py``); the app's ``page_size`` is 1,000, so
 ``tools/list`` answers all 103 tools in one page, as the peers do.
 """
 
@@ -111,6 +113,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--metrics", metavar="PATH", help="metrics_path (off by default)")
     parser.add_argument("--access-log", metavar="FILE", help="the access log, to FILE (off)")
     parser.add_argument("--access-log-format", choices=("text", "json"), default="text")
+    parser.add_argument("--owner-name", default="", help="owner_name (off by default)")
+    parser.add_argument("--peer-sockets-dir", default="", help="peer_sockets_dir (off)")
+    parser.add_argument("--request-state-key", default=None, help="the group's one ring key")
     args = parser.parse_args(argv)
     config = MCPConfig(
         http=ServerConfig(host=args.host, port=args.port),
@@ -118,6 +123,9 @@ def main(argv: list[str] | None = None) -> None:
         access_log=args.access_log is not None,
         access_log_path=args.access_log,
         access_log_format=args.access_log_format,
+        owner_name=args.owner_name,
+        peer_sockets_dir=args.peer_sockets_dir,
+        request_state_keys=(args.request_state_key,) if args.request_state_key else (),
     )
     run_mcp(server, config)
 

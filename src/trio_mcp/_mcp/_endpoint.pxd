@@ -6,7 +6,6 @@
 cimport cython
 from trio_mcp._http._connection cimport Request
 from trio_mcp._protocol._admission cimport Admission
-from trio_mcp._protocol._owners cimport PassingOn
 from trio_mcp._mcp._fanout cimport Broadcaster, Sweeper
 from trio_mcp._mcp._handshake cimport Handshake
 from trio_mcp._mcp._http_sse cimport HTTPSSETransport
@@ -17,8 +16,7 @@ from trio_mcp._mcp._sessions_era cimport SessionsTransport
 cdef class MCPEndpoint:
     cdef public object app, config, authenticate, stores, _paths, _sse_paths
     cdef public object _health_path, _ready_path, ready
-    cdef public object observer, _metrics_path, _exposition, peer_socket, router, _via
-    cdef public PassingOn passing
+    cdef public object observer, _metrics_path, _exposition, peer_socket, router, passing, _via
     cdef public Admission admission
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster

@@ -35,7 +35,6 @@ from .._config import MCPConfig
 from .._errors import MCPError, Rejection
 from .._http._connection import Headers, Request, Response
 from .._http._handler import DeferredResponse, ResponseWriter
-from .._http._relay import hop_preamble, hop_request
 from .._json import dumps
 from .._logs import default_logging
 from .._observe import Observer, observer_for
@@ -51,12 +50,10 @@ from .._protocol._jsonrpc import (
     decode_body,
     error_message,
 )
-from .._protocol._owners import OwnerHints, passing_on
 from .._protocol._request_state import StateSealer, default_principal_key
 from .._protocol._revisions import HEADERLESS_VERSION
 from .._protocol._sessions import new_session_id
 from .._stores._stores import Stores, memory_stores
-from .._trio._peers import relay
 from .._trio._server import HTTPServer, run, serve
 from ._fanout import Broadcaster, Sweeper, sweep_interval_s
 from ._handshake import Handshake
@@ -163,8 +160,11 @@ class MCPEndpoint:
         sealer = StateSealer(
             [key.encode() for key in config.request_state_keys], config.request_state_ttl_s
         )
-        # (signed with the requestState ring, which a group of workers shares)
-        hints = OwnerHints(config.owner_name, sealer.keys) if config.owner_name else None
+        hints = None
+        if config.owner_name:  # (imported only then, as the hop's modules are)
+            from .._protocol._owners import OwnerHints, passing_on
+
+            hints = OwnerHints(config.owner_name, sealer.keys)  # (the group's ring)
         #: Where the endpoint keeps shared state: the sessions' records, their
         #: events, the live streams and the requests in flight.
         new_id = hints or new_session_id
@@ -177,9 +177,8 @@ class MCPEndpoint:
             else:
                 stores = memory_stores(config, grace_s, new_id)
         self.stores = stores
-        #: Which requests go to their session's owner (None: none, and no
-        #: request pays for asking).
-        self.passing = passing_on(config, hints, self.stores.shared)
+        #: Which requests go to their session's owner (None: none).
+        self.passing = passing_on(config, hints, self.stores.shared) if hints else None
         #: The unix socket the group passes this process requests on (the
         #: HTTP server listens there too), while requests are passed on.
         self.peer_socket = (
@@ -519,6 +518,9 @@ def pass_on(request: Request, config: MCPConfig, owner: str, via: bytes) -> Defe
     relay its answer (`via` names this process in its Via header); a 404
     when that process is gone (the client then starts a new session), as
     for any session this process does not know."""
+    from .._http._relay import hop_preamble, hop_request
+    from .._trio._peers import relay
+
     gone = rejection_response(
         refuse(404, "Session not found: initialize a new session"), cors_headers(request)
     )

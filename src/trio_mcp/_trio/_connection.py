@@ -13,7 +13,9 @@ from typing import Final, Protocol
 
 import trio
 
+from .._config import ServerConfig
 from .._http._connection import HEAD, IDLE, HTTP11Connection
+from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import SlowAnswer
 
 #: How long a connection accepted before a graceful shutdown closed the
@@ -192,3 +194,19 @@ class Connection:
             # accepted, its first request not read yet: the client connected
             # before the listener closed, so that request is still answered
             self.limit = FIRST_REQUEST_GRACE_S
+
+
+def http_connection(
+    config: ServerConfig, client: str, trust: Trust, hop: tuple[str, bytes] | None
+) -> HTTP11Connection:
+    """A connection's sans-IO state; `hop`: a passed-on request's scheme and
+    what followed its preamble (`serve_hop`), its client `client`."""
+    http = HTTP11Connection(config)
+    http.client = client
+    if hop is not None:
+        http.proxy = NO_PROXY
+        http.scheme = hop[0]
+        http.receive_data(hop[1])
+    elif trust and trust.trusts(client):
+        http.proxy = trust
+    return http

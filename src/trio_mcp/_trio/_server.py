@@ -51,12 +51,10 @@ from .._http._connection import (
     IDLE,
     NEED_DATA,
     SEND_CONTINUE,
-    HTTP11Connection,
     Phase,
     Request,
     Response,
 )
-from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import (
     Answer,
     DeferredResponse,
@@ -69,9 +67,8 @@ from .._http._handler import (
 from .._speedups import USING_EXTENSIONS
 from ._closing import LINGER_S, close_quietly, lingering_close, send_quietly
 from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
-from ._connection import ByteStream, Connection, DateCache, Interruptible
+from ._connection import ByteStream, Connection, DateCache, Interruptible, http_connection
 from ._limits import TimeLimits, end_gradually
-from ._peers import serve_hop, with_peer_listener
 from ._quotas import ConnectionQuota, refuse
 from ._socketio import (
     RESOURCE_ERRNOS,
@@ -247,7 +244,7 @@ class HTTPServer:
         config = self.config
         listeners = self.sockets or await bind_listeners(config)  # (`run`'s listeners)
         self.sockets = listeners
-        listeners = with_peer_listener(listeners, self.peer_socket, config.backlog)
+        listeners = _with_peer_listener(listeners, self.peer_socket, config.backlog)
         if config.batch_end_sends:
             self._batch = BatchEndSender()
             trio.lowlevel.add_instrument(self._batch)
@@ -309,7 +306,7 @@ class HTTPServer:
                 await trio.sleep(0.1)
                 continue
             if not ip:  # (the peer socket's hops: `serve_hop` admits them)
-                spawn(connections, "a hop", serve_hop, self._serve, quota, self.config, sock)
+                spawn(connections, "a hop", _serve_hop, self._serve, quota, self.config, sock)
                 continue
             host = address[0]
             group = quota.admit(host)
@@ -360,7 +357,7 @@ class HTTPServer:
         hop: tuple[str, bytes] | None = None,
     ) -> None:
         self._connections_total += 1
-        http = _http_connection(self.config, client, self.quota.trust, hop)
+        http = http_connection(self.config, client, self.quota.trust, hop)
         timer = trio.CancelScope()
         conn = Connection(http, timer, interruptible, group)
         self._connections.add(conn)
@@ -522,21 +519,19 @@ class HTTPServer:
                 return False
 
 
-def _http_connection(
-    config: ServerConfig, client: str, trust: Trust, hop: tuple[str, bytes] | None
-) -> HTTP11Connection:
-    """The sans-IO state of a connection from `client`: a trusted proxy's
-    requests name their own clients; `hop`: a passed-on request's scheme and
-    what followed its preamble (`serve_hop`), whose client is `client`."""
-    http = HTTP11Connection(config)
-    http.client = client
-    if hop is not None:
-        http.proxy = NO_PROXY
-        http.scheme = hop[0]
-        http.receive_data(hop[1])
-    elif trust and trust.trusts(client):
-        http.proxy = trust
-    return http
+def _with_peer_listener(listeners: list[Any], path: str | None, backlog: int | None) -> Any:
+    """`listeners` and the group's peer listener (`_peers.py`: loaded in a group only)."""
+    if path is None:
+        return listeners
+    from ._peers import with_peer_listener
+
+    return with_peer_listener(listeners, path, backlog)
+
+
+async def _serve_hop(*args: Any) -> None:
+    from ._peers import serve_hop
+
+    await serve_hop(*args)
 
 
 async def _finish_deferred(writer: ConnectionWriter, failed: bool) -> bool:
