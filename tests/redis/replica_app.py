@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import trio
+
 import trio_mcp
 
 server = trio_mcp.Server("replica")
@@ -20,3 +22,11 @@ async def poke() -> str:
     """Send a notification to the sessions this process made."""
     server.notify_tools_changed()
     return "poked"
+
+
+@server.tool()
+async def progress_then_wait(seconds: float, ctx: trio_mcp.Context) -> str:
+    """Report progress once, then answer after `seconds`."""
+    await ctx.report_progress(1, 2)
+    await trio.sleep(seconds)
+    return "waited"

@@ -16,8 +16,14 @@ from pathlib import Path
 import orjson
 import pytest
 import trio
-from _support import MCP, connect, connect_when_up, free_port
-from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, next_message, open_get
+from _support import MCP, EventReader, connect, connect_when_up, free_port, mcp_post
+from redis_fixtures import (
+    COREDIS_LEFTOVERS,
+    EVENT_WAIT_S,
+    StartRedis,
+    next_message,
+    open_get,
+)
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
@@ -110,4 +116,113 @@ async def test_replica_processes_serve_one_session_and_survive_a_sigkill(
             extra = await resumed.message()
             raise AssertionError(f"an event came twice: {extra}")
         await resumed.client.stream.aclose()
+        await mcp.client.stream.aclose()
+
+
+async def post_slow_call(port: int, mcp: MCP, seconds: float, id: int) -> EventReader:
+    """A tools/call of ``progress_then_wait`` whose SSE answer is open: its
+    priming event and its progress notification read."""
+    reader = EventReader(await connect(port))
+    body = {
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {
+            "name": "progress_then_wait",
+            "arguments": {"seconds": seconds},
+            "_meta": {"progressToken": "p"},
+        },
+    }
+    head = await reader.head(mcp_post(body, session=mcp.session, version=mcp.version))
+    assert head.status_code == 200, head
+    return reader
+
+
+async def resumed_to_the_end(port: int, mcp: MCP, last_event_id: str) -> list[dict]:
+    """The messages a GET with `last_event_id` on `port` gets, until its end."""
+    reader = await open_get(port, mcp, last_event_id=last_event_id)
+    messages = []
+    with trio.fail_after(EVENT_WAIT_S):
+        try:
+            while True:
+                messages.append((await reader.message())[1])
+        except EOFError:
+            pass
+    await reader.client.stream.aclose()
+    return messages
+
+
+async def test_a_post_stream_resumed_on_another_replica_gets_its_live_answer(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    with replicas(redis.url, 2) as started, trio.fail_after(60):
+        (_, port1), (_, port2) = started
+        for _, port in started:
+            await (await connect_when_up(port)).stream.aclose()
+        mcp = MCP(await connect(port1))
+        await mcp.initialize()
+        stream = await post_slow_call(port1, mcp, 1.0, 7)
+        progress_id, progress = await next_message(stream)
+        assert progress["method"] == "notifications/progress"
+        await stream.client.stream.aclose()  # (a 2025 request goes on)
+        # the client's load balancer sends its resume to the other replica
+        messages = await resumed_to_the_end(port2, mcp, progress_id)  # type: ignore[arg-type]
+        assert messages == [
+            {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "result": {"content": [{"type": "text", "text": "waited"}]},
+            }
+        ]
+        await mcp.client.stream.aclose()
+
+
+async def test_a_post_stream_whose_replica_died_ends_with_an_error_answer(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    with replicas(redis.url, 3) as started, trio.fail_after(60):
+        (one, port1), (_, port2), (_, port3) = started
+        for _, port in started:
+            await (await connect_when_up(port)).stream.aclose()
+        mcp = MCP(await connect(port2))
+        await mcp.initialize()
+        stream = await post_slow_call(port1, mcp, 600.0, 8)
+        progress_id, _ = await next_message(stream)
+        os.kill(one.pid, signal.SIGKILL)  # the replica running the call dies
+        one.wait()
+        await stream.client.stream.aclose()
+        # a resume anywhere gets one error answer for the call once the dead
+        # replica's lease lapses, then the stream's end; a later one, the same
+        first = await resumed_to_the_end(port2, mcp, progress_id)  # type: ignore[arg-type]
+        again = await resumed_to_the_end(port3, mcp, progress_id)  # type: ignore[arg-type]
+        assert len(first) == 1 and first == again, (first, again)
+        assert first[0]["id"] == 8 and first[0]["error"]["code"] == -32603
+        assert "stopped before it answered" in first[0]["error"]["message"]
+        await mcp.client.stream.aclose()
+
+
+async def test_a_post_stream_whose_call_was_cancelled_ends_on_another_replica_unanswered(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    with replicas(redis.url, 2) as started, trio.fail_after(60):
+        (_, port1), (_, port2) = started
+        for _, port in started:
+            await (await connect_when_up(port)).stream.aclose()
+        mcp = MCP(await connect(port2))
+        await mcp.initialize()
+        stream = await post_slow_call(port1, mcp, 600.0, 9)
+        progress_id, _ = await next_message(stream)
+        await stream.client.stream.aclose()
+        cancel = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 9},
+        }
+        assert (await mcp.post(cancel)).status == 202
+        # the call is over, with no answer (the client gave up on it): the
+        # resume ends after the replay, and no error is made up for it
+        assert await resumed_to_the_end(port2, mcp, progress_id) == []  # type: ignore[arg-type]
         await mcp.client.stream.aclose()

@@ -274,7 +274,7 @@ class SessionsTransport:
         observer = self.observer
         started = perf_counter() if observer is not None else 0.0
         writer.time_limit_s = self.config.request_timeout_s
-        stream = PostStream(self.broadcaster, writer, session, version, cors)
+        stream = PostStream(self.broadcaster, writer, session, version, cors, messages, batch)
         runner = self.runner
         headers = request.headers
         answers: list[dict[str, Any]] = []

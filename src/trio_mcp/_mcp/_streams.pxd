@@ -15,6 +15,7 @@ cdef class Listener:
 cdef class PostStream:
     cdef public object _publisher, _writer, session, version, _cors, number
     cdef public object _subscriber, on_broken, cancel_scope, _state, _relay
+    cdef public object _messages, _batch
 
 cdef class SSEStream:
     cdef public object session, version, cancel_scope, _outbox

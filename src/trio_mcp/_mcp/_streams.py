@@ -30,7 +30,7 @@ from .._http._connection import Headers, Response
 from .._http._handler import Cancellable, ResponseWriter
 from .._protocol._answers import JSON_HEADERS
 from .._protocol._events import MESSAGE_EVENT
-from .._protocol._jsonrpc import RPCResponse
+from .._protocol._jsonrpc import Invalid, Message, RPCRequest, RPCResponse
 from .._protocol._sessions import Session
 from .._speedups import format_comment, format_event
 from .._stores._bus import Frame, Subscriber, frame_bytes, frame_size
@@ -415,6 +415,8 @@ class PostStream:
         "cancel_scope",
         "_state",
         "_relay",
+        "_messages",
+        "_batch",
     )
 
     def __init__(
@@ -424,6 +426,8 @@ class PostStream:
         session: Session | None,
         version: str,
         cors: Headers,
+        messages: list[Message | Invalid] | None = None,
+        batch: bool = False,
     ) -> None:
         self._publisher = publisher
         self._writer = writer
@@ -441,7 +445,19 @@ class PostStream:
         self.cancel_scope = writer.cancel_scope
         self._state = _IDLE
         self._relay: Relay | None = None
+        #: what the POST carried (for `request_ids`)
+        self._messages = messages
+        self._batch = batch
         writer.slow = self  # (the server lets go of it when the answer ends)
+
+    def request_ids(self) -> tuple[list[Any], bool]:
+        """`Producer`: the ids this stream's answer will carry, and whether as a batch."""
+        ids = [
+            m.id
+            for m in self._messages or ()
+            if type(m) is RPCRequest or (type(m) is Invalid and m.id is not None)
+        ]
+        return ids, self._batch
 
     def attach(self, subscriber: Subscriber) -> None:
         """A resumed GET takes over the live events of this stream."""

@@ -20,7 +20,9 @@ one's place without a change to the endpoint):
   sessions, each event with its own id, in one call. An event for a session
   with no stream is dropped: the event store keeps it for resumption.
 - `resume` attaches a subscriber to a POST stream still being produced
-  (False: none is), for a GET with ``Last-Event-ID``.
+  (False: none is), for a GET with ``Last-Event-ID``; a shared bus follows
+  a stream produced by another process, and closes the subscriber when
+  that stream ends.
 - Delivery is at most once and in order per stream; a subscriber that
   cannot keep up is dropped, never waited for.
 - `attach`, `send`, `deliver` and `resume` are async (they may cross
@@ -88,6 +90,11 @@ class Producer(Protocol):
         """From now on, the stream's live events go to `subscriber` too."""
         ...
 
+    def request_ids(self) -> tuple[list[Any], bool]:
+        """The ids of the requests the stream answers, and whether they came as a
+        batch (answered with one array)."""
+        ...
+
 
 class Listening(Protocol):
     """A subscriptions/listen stream (`_mcp._streams.Listener`)."""
@@ -136,7 +143,8 @@ class Bus(Protocol):
         ...
 
     async def resume(self, session_id: str, number: int, subscriber: Subscriber) -> bool:
-        """Give `subscriber` the live events of POST stream `number`; False if it has ended."""
+        """Give `subscriber` the live events of POST stream `number` (closing it
+        when the stream ends); False if it has ended."""
         ...
 
     def listen(self, listener: Listening) -> None: ...

@@ -107,9 +107,9 @@ class RedisLink:
         self._stop = trio.Event()
         #: What runs beside the subscription while connected (the bus's renewals).
         self.tasks: list[Callable[[], Awaitable[None]]] = []
-        #: Sessions whose GET stream was just replayed: the newest sequence
+        #: Streams (session id, number) just replayed: the newest sequence
         #: replayed and the session's event tag (the bus catches up from it).
-        self.replayed: dict[str, tuple[int, str]] = {}
+        self.replayed: dict[tuple[str, int], tuple[int, str]] = {}
         #: Why the connection could not be made (raised by `opened`).
         self._failed: StartupError | None = None
 

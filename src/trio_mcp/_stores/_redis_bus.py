@@ -12,8 +12,8 @@ to the stream. A resume (GET with ``Last-Event-ID``) replays from Redis,
 then takes the lease, then catches up with what was added in between; an
 event that both the catch-up and the channel bring is offered once.
 
-Not shared yet: POST streams still being produced (a resume of one on
-another process replays what is stored, then ends), the 2026-07-28 listen
+A POST stream still being produced elsewhere is followed from Redis
+(`PostLeases`, ``_redis_posts.py``). Not shared yet: the 2026-07-28 listen
 streams and the HTTP+SSE streams (both reach the streams of the process the
 notification starts on).
 """
@@ -30,6 +30,7 @@ from .._protocol._events import MESSAGE_EVENT
 from .._speedups import format_event
 from ._bus import Listening, MemoryBus, Producer, Subscriber
 from ._redis import RedisLink, answering_503
+from ._redis_posts import PostLeases
 
 #: How long a GET stream's lease lasts without renewal (a dead holder frees
 #: the session's GET stream after this), and how often it is renewed.
@@ -73,9 +74,10 @@ return redis.call('XRANGE', KEYS[1], '(' .. ARGV[1] .. '-0', '+')
 class RedisBus:
     """The live streams of this process, and the GET-stream leases in Redis."""
 
-    def __init__(self, link: RedisLink) -> None:
+    def __init__(self, link: RedisLink, posts: PostLeases) -> None:
         self.link = link
         self.local = MemoryBus()
+        self.posts = posts
         self._lease_ms = math.ceil(LEASE_S * 1000)
         #: sessions whose lease this process gave up, not yet deleted in Redis
         self._released: set[str] = set()
@@ -139,7 +141,7 @@ class RedisBus:
                 keys=[link.session_key(session_id, "holder")],
                 args=[link.process_channel, self._lease_ms],
             )
-        replayed = self.link.replayed.pop(session_id, None)
+        replayed = self.link.replayed.pop((session_id, 0), None)
         if not taken or not await self.local.attach(session_id, subscriber):
             return False
         self._offered[session_id] = 0
@@ -187,12 +189,16 @@ class RedisBus:
 
     def producing(self, session_id: str, number: int, producer: Producer) -> None:
         self.local.producing(session_id, number, producer)
+        self.posts.producing(session_id, number, *producer.request_ids())
 
     def produced(self, session_id: str, number: int) -> None:
         self.local.produced(session_id, number)
+        self.posts.produced(session_id, number)
 
     async def resume(self, session_id: str, number: int, subscriber: Subscriber) -> bool:
-        return await self.local.resume(session_id, number, subscriber)
+        if not await self.local.resume(session_id, number, subscriber):
+            self.posts.follow(session_id, number, subscriber)  # (produced elsewhere, or over)
+        return True
 
     def listen(self, listener: Listening) -> None:
         self.local.listen(listener)

@@ -228,8 +228,8 @@ class RedisEventStore:
         for entry_id, fields in answer[2]:
             last = int(entry_id.split(b"-", 1)[0])
             events.append(StoredEvent(f"{tag}-{stream}-{last}", fields[1]))
-        if stream == 0:  # (the bus catches up from here once it holds the stream)
-            link.replayed[session_id] = (last, tag)
+        # (the bus catches up from here once it holds or follows the stream)
+        link.replayed[session_id, stream] = (last, tag)
         return stream, events
 
     async def drop_session(self, session_id: str) -> None:

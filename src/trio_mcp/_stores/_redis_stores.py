@@ -10,6 +10,7 @@ from .._protocol._sessions import new_session_id
 from ._redis import RedisLink
 from ._redis_bus import RedisBus
 from ._redis_events import RedisEventStore
+from ._redis_posts import PostLeases
 from ._redis_requests import RedisRequestRegistry
 from ._redis_sessions import RedisSessionStore
 from ._stores import Stores
@@ -25,10 +26,11 @@ def redis_stores(
     `new_id` mints session ids."""
     link = RedisLink(config.redis_url, config.redis_password)
     sessions = RedisSessionStore(link, config, grace_s, principal_key, new_id)
+    events = RedisEventStore(link, config, grace_s)
     return Stores(
         sessions,
-        RedisEventStore(link, config, grace_s),
-        RedisBus(link),
+        events,
+        RedisBus(link, PostLeases(link, events)),
         RedisRequestRegistry(
             link, config.max_requests_per_session, config.max_client_requests_per_session
         ),

@@ -1,0 +1,318 @@
+"""`PostLeases`: a 2025 POST stream resumed on a process other than the one
+producing it gets its live events, and an error answer if that process dies.
+
+The producing process keeps a lease on each of its POST streams
+(``<prefix>:{<id>}:p:<n>`` = its channel, renewed every `RENEW_S`, lapsing
+after `LEASE_S`) and writes, beside the session's events (its ``e`` hash),
+the ids of the requests the stream will answer (``r:<n>``) and, once the
+stream has ended, a mark (``a:<n>``). A GET with ``Last-Event-ID`` for such
+a stream on another process, after its replay, follows the Redis stream by
+polling it every `FOLLOW_S`; it ends the GET once every request of the
+stream is answered, once the stream ended without answering (a cancelled
+request), or when events were dropped (the client's next resume is told,
+410). When the lease lapses with requests unanswered, the producer died:
+the first process to notice (the mark is set atomically) appends one
+JSON-RPC error answer for them, which every resume, there or anywhere,
+then delivers as the stream's last event, instead of leaving the client
+waiting for an answer that will never come.
+
+Polling rather than a subscription: resumes of a POST stream on another
+process are rare (its client lost the connection, and the load balancer
+sent it elsewhere), and a poll also survives a Redis restart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Final
+
+import orjson
+import trio
+
+from .._errors import MCPError
+from .._json import dumps
+from .._protocol._events import MESSAGE_EVENT
+from .._protocol._jsonrpc import INTERNAL_ERROR, error_message
+from .._speedups import format_event
+from ._bus import Subscriber
+from ._redis import RedisLink, logger
+from ._redis_events import RedisEventStore
+
+#: How long a POST stream's lease lasts without renewal, and how often the
+#: producing process renews it.
+LEASE_S: Final = 3.0
+RENEW_S: Final = 1.0
+#: How often a stream followed here is read again.
+FOLLOW_S: Final = 0.1
+
+#: The answer to the requests of a stream whose producing process is gone.
+PRODUCER_GONE: Final = MCPError(
+    INTERNAL_ERROR,
+    "Internal error: the server process running this request stopped before it "
+    "answered; send the request again",
+)
+
+#: ARGV: channel, lease ms, prefix; then the streams opened here (id, n, their
+#: request ids as JSON), ''; renewed (id, n), ''; ended (id, n). A session whose
+#: events are gone gets no field back (its hash would outlive its TTL).
+RENEW = """
+local channel, ms, prefix = ARGV[1], ARGV[2], ARGV[3]
+local i = 4
+while ARGV[i] ~= '' do
+  local base = prefix .. ':{' .. ARGV[i] .. '}:'
+  if redis.call('EXISTS', base .. 'e') == 1 then
+    redis.call('SET', base .. 'p:' .. ARGV[i + 1], channel, 'PX', ms)
+    redis.call('HSET', base .. 'e', 'r:' .. ARGV[i + 1], ARGV[i + 2])
+  end
+  i = i + 3
+end
+i = i + 1
+while ARGV[i] ~= '' do
+  local key = prefix .. ':{' .. ARGV[i] .. '}:p:' .. ARGV[i + 1]
+  if redis.call('GET', key) == channel then redis.call('PEXPIRE', key, ms) end
+  i = i + 2
+end
+for j = i + 1, #ARGV, 2 do
+  local base = prefix .. ':{' .. ARGV[j] .. '}:'
+  if redis.call('EXISTS', base .. 'e') == 1 then
+    redis.call('HSET', base .. 'e', 'a:' .. ARGV[j + 1], 1)
+  end
+  redis.call('DEL', base .. 'p:' .. ARGV[j + 1])
+end
+return 0
+"""
+
+#: KEYS: meta, stream, lease; ARGV: n, after. {lease held, ended mark, request
+#: ids, event tag, newest sequence dropped, the entries after `after`}.
+FOLLOW = """
+local n = ARGV[1]
+return {
+  redis.call('EXISTS', KEYS[3]),
+  redis.call('HGET', KEYS[1], 'a:' .. n) or '',
+  redis.call('HGET', KEYS[1], 'r:' .. n) or '',
+  redis.call('HGET', KEYS[1], 'tag') or '',
+  redis.call('HGET', KEYS[1], 'l:' .. n) or '0',
+  redis.call('XRANGE', KEYS[2], '(' .. ARGV[2] .. '-0', '+'),
+}
+"""
+
+#: The ``a:<n>`` marks: the stream ended on its producer; its producer died and
+#: a process is answering for it.
+ENDED: Final = b"1"
+ABANDONED: Final = b"2"
+
+#: KEYS: meta, lease; ARGV: n. 1 when the caller is the one to answer for the
+#: stream's dead producer (its lease lapsed, and nobody has marked it).
+ABANDON = """
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+return redis.call('HSETNX', KEYS[1], 'a:' .. ARGV[1], 2)
+"""
+
+
+def answered_ids(data: bytes) -> list[Any]:
+    """The ids of the JSON-RPC answers in one event's data (a batch's too)."""
+    if not data:
+        return []  # (a priming event)
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return []
+    messages = message if type(message) is list else [message]
+    return [
+        m["id"]
+        for m in messages
+        if type(m) is dict and "id" in m and "method" not in m and ("result" in m or "error" in m)
+    ]
+
+
+class Following:
+    """One GET here that resumed a POST stream produced elsewhere."""
+
+    __slots__ = (
+        "session_id",
+        "number",
+        "subscriber",
+        "after",
+        "shown",
+        "pending",
+        "batch",
+        "since",
+    )
+
+    def __init__(
+        self, session_id: str, number: int, subscriber: Subscriber, shown: int, since: float
+    ) -> None:
+        self.session_id = session_id
+        self.number = number
+        self.subscriber = subscriber
+        #: the newest sequence read (0: read the stream from its start once,
+        #: to learn which requests are answered already)
+        self.after = 0
+        #: the newest sequence the client has (the replay's end)
+        self.shown = shown
+        #: the ids of the requests not answered yet (None: not known yet), and
+        #: whether they came as a batch (answered with an array)
+        self.pending: set[Any] | None = None
+        self.batch = False
+        #: when the following began, or saw another process answer for a dead
+        #: producer (what is not known by then is waited for one lease)
+        self.since = since
+
+
+class PostLeases:
+    """The leases on this process's POST streams, and the streams of other
+    processes that GETs here follow (see the module docstring)."""
+
+    def __init__(self, link: RedisLink, events: RedisEventStore) -> None:
+        self.link = link
+        self.events = events
+        self._lease_ms = math.ceil(LEASE_S * 1000)
+        #: streams produced here: (session id, number) -> request ids as JSON,
+        #: or None once written to Redis
+        self._producing: dict[tuple[str, int], bytes | None] = {}
+        #: streams ended here whose mark is not written yet
+        self._ended: list[tuple[str, int]] = []
+        self._wake = trio.Event()
+        self._following: dict[int, Following] = {}
+        self._more = trio.Event()
+        link.tasks.append(self._renew)
+        link.tasks.append(self._follow)
+
+    # ---- the streams produced here --------------------------------------------
+
+    def producing(self, session_id: str, number: int, request_ids: list[Any], batch: bool) -> None:
+        self._producing[session_id, number] = dumps([request_ids, batch])
+        self._wake.set()
+
+    def produced(self, session_id: str, number: int) -> None:
+        if self._producing.pop((session_id, number), b"") is None:
+            self._ended.append((session_id, number))  # (else Redis never heard of it)
+            self._wake.set()
+
+    def producing_streams(self) -> int:
+        return len(self._producing)
+
+    async def _renew(self) -> None:
+        """Write new leases, renew the others and mark ended streams, until cancelled."""
+        link = self.link
+        script = link.script("renew_posts", RENEW)
+        while True:
+            with trio.move_on_after(RENEW_S):
+                await self._wake.wait()
+            self._wake = trio.Event()
+            opened: list[Any] = []
+            renewed: list[Any] = []
+            for (session_id, number), request_ids in self._producing.items():
+                if request_ids is None:
+                    renewed += (session_id, number)
+                else:
+                    opened += (session_id, number, request_ids)
+            ended, self._ended = self._ended, []
+            if not (opened or renewed or ended):
+                continue
+            ended_args = [part for key in ended for part in key]
+            try:
+                await script(
+                    keys=[],
+                    args=[
+                        link.process_channel,
+                        self._lease_ms,
+                        link.key(),
+                        *opened,
+                        "",
+                        *renewed,
+                        "",
+                        *ended_args,
+                    ],
+                )
+            except Exception:
+                self._ended += ended  # (Redis is away, say: next time)
+                continue
+            for i in range(0, len(opened), 3):
+                key = (opened[i], opened[i + 1])
+                if key in self._producing:
+                    self._producing[key] = None
+
+    # ---- the streams of other processes followed here ---------------------------
+
+    def follow(self, session_id: str, number: int, subscriber: Subscriber) -> None:
+        """Give `subscriber` what stream `number` gets after the replay just made
+        here, and its end (`link.replayed` has where that replay ended)."""
+        shown, _tag = self.link.replayed.pop((session_id, number), (0, ""))
+        following = Following(session_id, number, subscriber, shown, trio.current_time())
+        self._following[id(following)] = following
+        self._more.set()
+
+    async def _follow(self) -> None:
+        """Read every followed stream each `FOLLOW_S`, until cancelled."""
+        while True:
+            if not self._following:
+                await self._more.wait()
+                self._more = trio.Event()
+            for key, following in list(self._following.items()):
+                try:
+                    done = await self._read(following)
+                except Exception as error:
+                    logger.warning("Redis: following a POST stream: %r", error)
+                    done = False  # (Redis is away, say: next time)
+                if done or following.subscriber.closed:
+                    following.subscriber.close()
+                    del self._following[key]
+            await trio.sleep(FOLLOW_S)
+
+    async def _read(self, following: Following) -> bool:
+        """Offer the subscriber the stream's new events; whether it has ended."""
+        link = self.link
+        session_id, number = following.session_id, following.number
+        meta = link.session_key(session_id, "e")
+        lease = link.session_key(session_id, f"p:{number}")
+        held, ended, request_ids, tag, lost, entries = await link.script("follow", FOLLOW)(
+            keys=[meta, link.session_key(session_id, f"x:{number}"), lease],
+            args=[number, following.after],
+        )
+        if int(lost) > following.shown:
+            return True  # (events were dropped: the client's next resume hears of it)
+        if following.pending is None and request_ids:
+            ids, following.batch = orjson.loads(request_ids)
+            following.pending = set(ids)
+        pending = following.pending
+        subscriber = following.subscriber
+        for entry_id, fields in entries:
+            seq = int(entry_id.split(b"-", 1)[0])
+            following.after = seq
+            data = fields[1]
+            if pending is not None:
+                pending.difference_update(answered_ids(data))
+            if seq > following.shown:
+                following.shown = seq
+                event_id = f"{tag.decode()}-{number}-{seq}".encode()
+                if not subscriber.offer(format_event(data, event_id=event_id, event=MESSAGE_EVENT)):
+                    return True
+        now = trio.current_time()
+        if pending is None:
+            # (the producer has not written its ids yet, or never will: it ended
+            # too soon, or died first)
+            return ended == ENDED or now - following.since > LEASE_S
+        if not pending or ended == ENDED:
+            return True  # (answered, or ended unanswered: a cancelled request)
+        if ended == ABANDONED:
+            # (another process answers for the dead producer: its answer comes next)
+            if following.since < 0:
+                return now + following.since > LEASE_S
+            following.since = -now
+            return False
+        if not held and await link.script("abandon", ABANDON)(keys=[meta, lease], args=[number]):
+            await self._answer_for_the_dead(session_id, number, following)
+        return False
+
+    async def _answer_for_the_dead(
+        self, session_id: str, number: int, following: Following
+    ) -> None:
+        """Append the error answer for the requests of a stream whose producer died
+        (the next read delivers it, here and on every other follower)."""
+        ids = sorted(following.pending or (), key=repr)
+        answers = [error_message(request_id, PRODUCER_GONE) for request_id in ids]
+        data = dumps(answers if following.batch else answers[0])
+        await self.events.append(session_id, number, data, trio.current_time())
