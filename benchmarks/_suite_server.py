@@ -116,6 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--owner-name", default="", help="owner_name (off by default)")
     parser.add_argument("--peer-sockets-dir", default="", help="peer_sockets_dir (off)")
     parser.add_argument("--request-state-key", default=None, help="the group's one ring key")
+    parser.add_argument("--redis-url", default="", help="redis_url (off by default)")
     args = parser.parse_args(argv)
     config = MCPConfig(
         http=ServerConfig(host=args.host, port=args.port),
@@ -126,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         owner_name=args.owner_name,
         peer_sockets_dir=args.peer_sockets_dir,
         request_state_keys=(args.request_state_key,) if args.request_state_key else (),
+        redis_url=args.redis_url,
     )
     run_mcp(server, config)
 
