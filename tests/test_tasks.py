@@ -4,6 +4,7 @@ and `spawn` is the only way such a task is started."""
 from __future__ import annotations
 
 import ast
+import inspect
 import logging
 from pathlib import Path
 
@@ -20,9 +21,9 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "trio_mcp"
 DIRECT_STARTS = {
     ("_trio/_server.py", "self.enforce_timeouts"),  # the clock: time limits only
     ("_trio/_server.py", "self._accept_loop"),  # accept(); each connection is spawned
-    ("_mcp/_endpoint.py", "self.broadcaster.run"),  # each broadcast is guarded
+    ("_mcp/_endpoint.py", "broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded
-    ("_mcp/_endpoint.py", "self.broadcaster.keepalives.run"),  # each keepalive is guarded
+    ("_mcp/_endpoint.py", "keepalives"),  # each keepalive is guarded
     ("_trio/_server.py", "serving"),  # run(): the server itself, in trio.run's nursery
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
     ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input
@@ -64,6 +65,34 @@ def direct_starts(root: Path) -> set[tuple[str, str]]:
                 and node.args
                 and _is_nursery(node.func.value)
             ):
+                found.add((path.relative_to(root).as_posix(), ast.unparse(started(node))))
+    return found
+
+
+def started(call: ast.Call) -> ast.expr:
+    """What a start call runs (through `in_python`, what that runs)."""
+    first = call.args[0]
+    if isinstance(first, ast.Name) and first.id == "in_python":
+        return call.args[1]
+    return first
+
+
+def compiled_starts_outside_python(root: Path) -> set[tuple[str, str]]:
+    """(module, the callable) of every direct start in a compiled module (one
+    with a ``.pxd``) whose task's root would not be a Python coroutine."""
+    found = set()
+    for path in sorted(root.rglob("*.py")):
+        if not path.with_suffix(".pxd").exists():
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("start_soon", "start")
+                and node.args
+                and _is_nursery(node.func.value)
+                and started(node) is node.args[0]
+            ):
                 found.add((path.relative_to(root).as_posix(), ast.unparse(node.args[0])))
     return found
 
@@ -77,6 +106,43 @@ def _is_nursery(owner: ast.expr) -> bool:
 
 def test_every_task_on_a_shared_nursery_is_spawned() -> None:
     assert direct_starts(SOURCE) == DIRECT_STARTS
+
+
+def test_the_compiled_modules_start_their_tasks_under_a_python_coroutine() -> None:
+    # (trio's Lock reads its owner's root coroutine with inspect, which a
+    # Cython coroutine fails: see _trio/_tasks.py)
+    assert compiled_starts_outside_python(SOURCE) == set()
+    assert not (SOURCE / "_trio" / "_tasks.pxd").exists()
+
+
+async def test_every_task_of_a_running_endpoint_has_a_python_root() -> None:
+    """In the compiled build too: every task's root coroutine has the state
+    trio's Lock reads, and a lock taken in the endpoint's own tasks works."""
+    from trio_mcp import MCPConfig, Server, ServerConfig, serve_mcp
+
+    app = Server("tasks")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(
+            lambda task_status: serve_mcp(
+                app, MCPConfig(http=ServerConfig(port=0)), task_status=task_status
+            )
+        )
+        tasks = []
+        pending = [trio.lowlevel.current_root_task()]
+        while pending:
+            task = pending.pop()
+            tasks.append(task)
+            for child in task.child_nurseries:
+                pending.extend(child.child_tasks)
+        names = {task.name for task in tasks}
+        assert any("Sweeper.run" in name for name in names), names
+        for task in tasks:
+            assert inspect.getcoroutinestate(task.coro) in (
+                inspect.CORO_CREATED,
+                inspect.CORO_RUNNING,
+                inspect.CORO_SUSPENDED,
+            ), task.name
+        nursery.cancel_scope.cancel()
 
 
 def test_the_scan_finds_a_direct_start(tmp_path: Path) -> None:

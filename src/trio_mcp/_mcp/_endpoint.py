@@ -55,6 +55,7 @@ from .._protocol._revisions import HEADERLESS_VERSION
 from .._protocol._sessions import new_session_id
 from .._stores._stores import Stores, memory_stores
 from .._trio._server import HTTPServer, run, serve
+from .._trio._tasks import in_python, python_coroutine
 from ._fanout import Broadcaster, Sweeper, sweep_interval_s
 from ._handshake import Handshake
 from ._http_sse import HTTPSSETransport
@@ -474,10 +475,12 @@ class MCPEndpoint:
                 await stack.enter_async_context(self.stores.opened())
             nursery = await stack.enter_async_context(trio.open_nursery())
             self.http_sse.nursery = nursery
-            await nursery.start(self.broadcaster.run)
-            await nursery.start(self.broadcaster.keepalives.run)
+            broadcaster = self.broadcaster
+            await nursery.start(in_python, broadcaster.run, name=broadcaster.run)
+            keepalives = broadcaster.keepalives.run
+            await nursery.start(in_python, keepalives, name=keepalives)
             self.app.listeners.append(self.broadcaster.on_app_event)
-            nursery.start_soon(self.sweeper.run)
+            nursery.start_soon(in_python, self.sweeper.run, name=self.sweeper.run)
             self.ready = True
             try:
                 yield self
@@ -540,6 +543,7 @@ def pass_on(request: Request, config: MCPConfig, owner: str, via: bytes) -> Defe
     )
 
 
+@python_coroutine
 async def serve_mcp(
     app: Server,
     config: MCPConfig | None = None,

@@ -78,7 +78,7 @@ from ._socketio import (
     close_listener,
     interrupt_wakes_readers,
 )
-from ._tasks import spawn
+from ._tasks import in_python, python_coroutine, spawn
 from ._tls import TLSStream, handshake, server_context
 from ._tweaks import applied as trio_tweaks
 from ._tweaks import lean_instruments
@@ -250,12 +250,18 @@ class HTTPServer:
             trio.lowlevel.add_instrument(self._batch)
         try:
             async with trio.open_nursery() as clock:
-                clock.start_soon(self.enforce_timeouts)
+                clock.start_soon(in_python, self.enforce_timeouts, name=self.enforce_timeouts)
                 async with trio.open_nursery() as connections:
                     self._limits.watchers = connections
                     async with trio.open_nursery() as acceptors:
                         for listener in listeners:
-                            acceptors.start_soon(self._accept_loop, listener, connections)
+                            acceptors.start_soon(
+                                in_python,
+                                self._accept_loop,
+                                listener,
+                                connections,
+                                name=self._accept_loop,
+                            )
                         task_status.started(self)
                         await self._shutdown.wait()
                         # Not ready from now (`shutdown`), still serving: a load
@@ -271,7 +277,13 @@ class HTTPServer:
                         conn.drain()
                     deadline = trio.current_time() + config.shutdown_timeout_s
                     clock.start_soon(
-                        _stop_at, deadline, connections, self._connections, self._stages
+                        in_python,
+                        _stop_at,
+                        deadline,
+                        connections,
+                        self._connections,
+                        self._stages,
+                        name=_stop_at,
                     )
                 self._limits.watchers = None
                 clock.cancel_scope.cancel()
@@ -646,6 +658,7 @@ async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
             await lingering_close(stream)
 
 
+@python_coroutine
 async def serve(
     handler: Handler | HandlerFunction,
     config: ServerConfig | None = None,
@@ -722,13 +735,15 @@ def run(
             if freezing:
                 freeze_survivors()  # (the application, its stores and the server are built)
             try:
-                await nursery.start(serving)
+                await nursery.start(in_python, serving, name=serving)
             except StartupError as exc:
                 failures.append(exc)
                 return
             collections: trio.CancelScope | None = None
             if pacing is not None:
-                collections = await nursery.start(collect_fully, pacing, freezing)
+                collections = await nursery.start(
+                    in_python, collect_fully, pacing, freezing, name=collect_fully
+                )
             (started or _log_listening)(server)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
                 async for signum in signals:
@@ -747,7 +762,7 @@ def run(
         paced_full_collections(settings.gc_full_interval_s) as pacing,
         frozen_survivors(settings.gc_freeze) as freezing,
     ):
-        trio.run(main)
+        trio.run(in_python, main)
     if failures:
         raise SystemExit(f"trio-mcp: {failures[0]}")
 
