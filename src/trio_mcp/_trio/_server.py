@@ -254,14 +254,8 @@ class HTTPServer:
                 async with trio.open_nursery() as connections:
                     self._limits.watchers = connections
                     async with trio.open_nursery() as acceptors:
-                        for listener in listeners:
-                            acceptors.start_soon(
-                                in_python,
-                                self._accept_loop,
-                                listener,
-                                connections,
-                                name=self._accept_loop,
-                            )
+                        for sock in listeners:
+                            acceptors.start_soon(in_python, self._accept_loop, sock, connections)
                         task_status.started(self)
                         await self._shutdown.wait()
                         # Not ready from now (`shutdown`), still serving: a load
@@ -277,13 +271,7 @@ class HTTPServer:
                         conn.drain()
                     deadline = trio.current_time() + config.shutdown_timeout_s
                     clock.start_soon(
-                        in_python,
-                        _stop_at,
-                        deadline,
-                        connections,
-                        self._connections,
-                        self._stages,
-                        name=_stop_at,
+                        in_python, _stop_at, deadline, connections, self._connections, self._stages
                     )
                 self._limits.watchers = None
                 clock.cancel_scope.cancel()
