@@ -128,9 +128,9 @@ class AwaitingEventStore:
     def prune(self, now: float) -> None:
         self.inner.prune(now)
 
-    async def open_stream(self, session_id: str) -> int:
+    async def open_stream(self, session_id: str, request_ids: Any = None) -> int:
         await trio.lowlevel.checkpoint()
-        number: int = await self.inner.open_stream(session_id)
+        number: int = await self.inner.open_stream(session_id, request_ids)
         return number
 
     def buffered_bytes(self) -> int:

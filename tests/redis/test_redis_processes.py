@@ -226,3 +226,42 @@ async def test_a_post_stream_whose_call_was_cancelled_ends_on_another_replica_un
         # resume ends after the replay, and no error is made up for it
         assert await resumed_to_the_end(port2, mcp, progress_id) == []  # type: ignore[arg-type]
         await mcp.client.stream.aclose()
+
+
+async def test_a_post_stream_s_events_numbered_by_its_replica_replay_on_another(
+    start_redis: StartRedis,
+) -> None:
+    # (a POST stream's replica numbers its events itself and writes them to
+    # Redis in batches: what the client saw live, a resume elsewhere replays)
+    redis = await start_redis()
+    with replicas(redis.url, 2) as started, trio.fail_after(60):
+        (_, port1), (_, port2) = started
+        for _, port in started:
+            await (await connect_when_up(port)).stream.aclose()
+        mcp = MCP(await connect(port1))
+        await mcp.initialize()
+        stream = await post_slow_call(port1, mcp, 0.0, 10)
+        priming_id, priming, _ = await stream.event()
+        assert priming_id is not None and priming == b""
+        live = []
+        with trio.fail_after(EVENT_WAIT_S):
+            try:
+                while True:
+                    event_id, data, _ = await stream.event()
+                    if data:
+                        live.append((event_id, orjson.loads(data)))
+            except EOFError:
+                pass
+        await stream.client.stream.aclose()
+        assert [message.get("id") for _, message in live] == [None, 10]
+        reader = await open_get(port2, mcp, last_event_id=priming_id)
+        replayed = []
+        with trio.fail_after(EVENT_WAIT_S):
+            try:
+                while True:
+                    replayed.append(await reader.message())
+            except EOFError:
+                pass
+        assert replayed == live
+        await reader.client.stream.aclose()
+        await mcp.client.stream.aclose()

@@ -176,7 +176,7 @@ class Broadcaster:
     async def open_stream(self, session: Session, stream: PostStream) -> int:
         """Number the session's next POST stream; a GET that resumes it while it
         is produced gets its live events."""
-        number = await self.events.open_stream(session.id)
+        number = await self.events.open_stream(session.id, stream.request_ids)
         self.bus.producing(session.id, number, stream)
         return number
 

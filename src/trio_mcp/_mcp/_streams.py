@@ -451,7 +451,8 @@ class PostStream:
         writer.slow = self  # (the server lets go of it when the answer ends)
 
     def request_ids(self) -> tuple[list[Any], bool]:
-        """`Producer`: the ids this stream's answer will carry, and whether as a batch."""
+        """The ids this stream's answer will carry, and whether as a batch
+        (`RequestIds`, for a shared event store)."""
         ids = [
             m.id
             for m in self._messages or ()

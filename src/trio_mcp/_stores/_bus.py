@@ -90,11 +90,6 @@ class Producer(Protocol):
         """From now on, the stream's live events go to `subscriber` too."""
         ...
 
-    def request_ids(self) -> tuple[list[Any], bool]:
-        """The ids of the requests the stream answers, and whether they came as a
-        batch (answered with one array)."""
-        ...
-
 
 class Listening(Protocol):
     """A subscriptions/listen stream (`_mcp._streams.Listener`)."""

@@ -23,7 +23,8 @@ one's place without a change to the endpoint):
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from .._protocol._events import (
     EventLimits,
@@ -31,6 +32,10 @@ from .._protocol._events import (
     StoredEvent,
     parse_event_id,
 )
+
+#: The ids of the requests a POST stream answers, and whether they came as a
+#: batch (`_mcp._streams.PostStream.request_ids`).
+RequestIds = Callable[[], tuple[list[Any], bool]]
 
 
 class EventStore(Protocol):
@@ -72,8 +77,10 @@ class EventStore(Protocol):
         events expire by themselves does nothing)."""
         ...
 
-    async def open_stream(self, session_id: str) -> int:
-        """The number of the session's next POST stream (from 1; 0 is its GET stream)."""
+    async def open_stream(self, session_id: str, request_ids: RequestIds | None = None) -> int:
+        """The number of the session's next POST stream (from 1; 0 is its GET
+        stream). `request_ids` says what the stream will answer (a shared store
+        keeps it, so that another process can answer for a dead producer)."""
         ...
 
     def buffered_bytes(self) -> int:
@@ -179,7 +186,7 @@ class MemoryEventStore:
             self.settle()
         return len(self._sessions)
 
-    async def open_stream(self, session_id: str) -> int:
+    async def open_stream(self, session_id: str, request_ids: RequestIds | None = None) -> int:
         events = self._events(session_id)
         events.opened += 1
         return events.opened

@@ -189,7 +189,7 @@ class RedisBus:
 
     def producing(self, session_id: str, number: int, producer: Producer) -> None:
         self.local.producing(session_id, number, producer)
-        self.posts.producing(session_id, number, *producer.request_ids())
+        self.posts.producing(session_id, number)
 
     def produced(self, session_id: str, number: int) -> None:
         self.local.produced(session_id, number)

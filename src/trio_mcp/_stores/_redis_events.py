@@ -17,24 +17,43 @@ publishes the event to that process, which offers it to its stream. A
 replay never hides a loss: events the bounds dropped, events older than the
 age bound, and a session whose events Redis no longer has at all (Redis
 restarted without persistence) are `EventsLost`.
+
+The events of a POST stream are numbered in the process instead, from a
+block of sequence numbers its opening reserved (`SEQ_BLOCK`), and written
+by a task in batches (`write`: one script for every event numbered since
+the last, the append's own logic in a loop), so that an SSE answer costs one round trip
+(its opening) rather than one per event. A resume elsewhere may see them a
+moment later (its follower reads them as they come, ``_redis_posts.py``);
+events that could not be written are marked lost, never left out silently.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
-from typing import Any
+from typing import Any, Final
+
+import trio
 
 from .._config import MCPConfig
 from .._errors import EventsLost
+from .._json import dumps
 from .._protocol._events import EVENT_OVERHEAD, StoredEvent, parse_event_id
-from ._redis import RedisLink, answering_503
+from ._events import RequestIds
+from ._redis import RedisLink, answering_503, logger
 from ._stores import event_limits
 
+#: How long the lease on a POST stream being produced lasts without renewal
+#: (``_redis_posts.py`` renews it).
+LEASE_MS: Final = 3000
+
 #: KEYS: meta, stream, holder; ARGV: data, n, max events, max bytes, max age ms,
-#: max session bytes, ttl ms, a new tag, this process's channel, session id.
-#: Returns {tag, seq}.
-APPEND = """
+#: max session bytes, ttl ms, a new tag, this process's channel, session id,
+#: and the event's sequence number if this process numbered it ('' numbers it
+#: here). Returns {tag, seq}.
+APPEND_ONE = """
+local function append(KEYS, ARGV)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local meta, stream, n = KEYS[1], KEYS[2], ARGV[2]
@@ -43,7 +62,8 @@ if not tag then
   tag = ARGV[8]
   redis.call('HSET', meta, 'tag', tag)
 end
-local seq = redis.call('HINCRBY', meta, 'seq', 1)
+local seq = tonumber(ARGV[11])
+if not seq then seq = redis.call('HINCRBY', meta, 'seq', 1) end
 local size = string.len(ARGV[1])
 redis.call('XADD', stream, seq .. '-0', 'd', ARGV[1], 't', now)
 redis.call('HSET', meta, 'x:' .. n, 1)
@@ -102,7 +122,26 @@ if n == '0' then
   end
 end
 return {tag, seq}
+end
 """.replace("OVERHEAD", str(EVENT_OVERHEAD))
+APPEND = APPEND_ONE + "return append(KEYS, ARGV)\n"
+
+#: The events numbered here, all at once: ARGV: max events, max bytes, max age
+#: ms, max session bytes, ttl ms, a new tag, this process's channel, the key
+#: prefix, then per event: session id, n, seq, data.
+WRITE = (
+    APPEND_ONE
+    + """
+local prefix = ARGV[8]
+for i = 9, #ARGV, 4 do
+  local base = prefix .. ':{' .. ARGV[i] .. '}:'
+  append({base .. 'e', base .. 'x:' .. ARGV[i + 1], base .. 'holder'},
+         {ARGV[i + 3], ARGV[i + 1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
+          ARGV[6], ARGV[7], ARGV[i], ARGV[i + 2]})
+end
+return 0
+"""
+)
 
 #: KEYS: meta, stream; ARGV: n, after, max age ms. Returns a status and the entries:
 #: {'gone'}, {'none'}, {'lost'} or {'ok', tag, entries}.
@@ -128,12 +167,41 @@ end
 return {'ok', tag, entries}
 """
 
-#: KEYS: meta; ARGV: ttl ms. The number of the session's next POST stream.
+#: KEYS: meta; ARGV: ttl ms, a new tag, how many sequence numbers to reserve,
+#: this process's channel, the lease ms, the stream's request ids (JSON, or '').
+#: {the number of the session's next POST stream, the session's tag, the
+#: first of the sequence numbers reserved for it}. With request ids, this
+#: process takes the stream's lease and writes them (``_redis_posts.py``).
 OPEN_STREAM = """
 local opened = redis.call('HINCRBY', KEYS[1], 'opened', 1)
+if ARGV[6] ~= '' then
+  redis.call('SET', (string.gsub(KEYS[1], ':e$', ':p:' .. opened)), ARGV[4], 'PX', ARGV[5])
+  redis.call('SET', (string.gsub(KEYS[1], ':e$', ':r:' .. opened)), ARGV[6], 'PX', ARGV[1])
+end
+local tag = redis.call('HGET', KEYS[1], 'tag')
+if not tag then
+  tag = ARGV[2]
+  redis.call('HSET', KEYS[1], 'tag', tag)
+end
+local block = tonumber(ARGV[3])
+local first = redis.call('HINCRBY', KEYS[1], 'seq', block) - block + 1
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return opened
+return {opened, tag, first}
 """
+
+#: KEYS: meta; ARGV: n, the newest sequence lost. Marks events that never
+#: reached Redis as dropped, so that a resume is told (410), never shown less.
+LOST = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local lost = tonumber(redis.call('HGET', KEYS[1], 'l:' .. ARGV[1]) or '0')
+if tonumber(ARGV[2]) > lost then redis.call('HSET', KEYS[1], 'l:' .. ARGV[1], ARGV[2]) end
+return 0
+"""
+
+#: Sequence numbers a POST stream reserves when it opens: its events are
+#: numbered here and written to Redis by `RedisEventStore.write`, in batches,
+#: without a round trip each; an event past them is numbered by Redis.
+SEQ_BLOCK: Final = 64
 
 #: KEYS: meta. Ends every stream of the session.
 DROP = """
@@ -155,11 +223,76 @@ class RedisEventStore:
         self._max_age_ms = max(1, math.ceil(limits.max_age_s * 1000))
         #: the buffers live as long as their session may
         self.ttl_ms = max(1, math.ceil((config.session_idle_timeout_s + grace_s) * 1000))
+        #: POST streams produced here: (session id, n) -> [tag, next seq, last seq]
+        self._blocks: dict[tuple[str, int], list[Any]] = {}
+        #: events numbered here, not yet in Redis: (session id, n, seq, data)
+        self._unwritten: list[tuple[str, int, int, bytes]] = []
+        self._wake = trio.Event()
+        self._writing = trio.Lock()
+        link.tasks.append(self._write_loop)
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        if stream:
+            block = self._blocks.get((session_id, stream))
+            if block is not None:
+                tag, seq, last = block
+                if seq <= last:
+                    block[1] = seq + 1
+                    self._unwritten.append((session_id, stream, seq, data))
+                    self._wake.set()
+                    return f"{tag}-{stream}-{seq}"
+                del self._blocks[session_id, stream]
+                await self.write()  # (what was numbered here goes first)
         keys, args = self._append_call(session_id, stream, data)
         tag, seq = await self.link.script("append", APPEND)(keys=keys, args=args)
         return f"{tag.decode()}-{stream}-{seq}"
+
+    def closed_stream(self, session_id: str, stream: int) -> None:
+        """POST stream `stream` has ended: number no more of its events here."""
+        self._blocks.pop((session_id, stream), None)
+
+    async def _write_loop(self) -> None:
+        """Write the events numbered here, as they come, until cancelled."""
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            await self.write()
+
+    async def write(self) -> None:
+        """Put the events numbered here into Redis: one round trip for them all.
+        Events that cannot be written (Redis is away) are marked lost there, so
+        that a resume is told (410) rather than shown less."""
+        async with self._writing:  # (a stream's events go in order)
+            batch, self._unwritten = self._unwritten, []
+            if not batch:
+                return
+            link = self.link
+            limits = self.limits
+            args: list[Any] = [
+                limits.max_events,
+                limits.max_bytes,
+                self._max_age_ms,
+                limits.max_session_bytes,
+                self.ttl_ms,
+                secrets.token_hex(4),
+                link.process_channel,
+                link.key(),
+            ]
+            for session_id, stream, seq, data in batch:
+                args += (session_id, stream, seq, data)
+            try:
+                await link.script("write", WRITE)(keys=[], args=args)
+            except Exception as error:
+                logger.warning("Redis: %d events not written: %r", len(batch), error)
+                lost = {(s, n): seq for s, n, seq, _ in batch}
+                with contextlib.suppress(Exception):
+                    async with link.client.pipeline(transaction=False) as pipeline:
+                        for (session_id, stream), seq in lost.items():
+                            link.script("lost", LOST)(
+                                keys=[link.session_key(session_id, "e")],
+                                args=[stream, seq],
+                                client=pipeline,
+                            )
 
     async def append_many(
         self, session_ids: list[str], stream: int, data: bytes, now: float
@@ -196,6 +329,7 @@ class RedisEventStore:
             secrets.token_hex(4),
             link.process_channel,
             session_id,
+            "",
         ]
         return keys, args
 
@@ -239,12 +373,22 @@ class RedisEventStore:
     def prune(self, now: float) -> None:
         pass  # (Redis drops old events as it adds new ones, and the TTL does the rest)
 
-    async def open_stream(self, session_id: str) -> int:
+    async def open_stream(self, session_id: str, request_ids: RequestIds | None = None) -> int:
         link = self.link
-        opened: int = await link.script("open_stream", OPEN_STREAM)(
-            keys=[link.session_key(session_id, "e")], args=[self.ttl_ms]
+        ids = dumps(list(request_ids())) if request_ids is not None else b""
+        opened, tag, first = await link.script("open_stream", OPEN_STREAM)(
+            keys=[link.session_key(session_id, "e")],
+            args=[
+                self.ttl_ms,
+                secrets.token_hex(4),
+                SEQ_BLOCK,
+                link.process_channel,
+                LEASE_MS,
+                ids,
+            ],
         )
-        return opened
+        self._blocks[session_id, opened] = [tag.decode(), first, first + SEQ_BLOCK - 1]
+        return int(opened)
 
     def buffered_bytes(self) -> int:
         return 0  # (nothing is buffered in this process)

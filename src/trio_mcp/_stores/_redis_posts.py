@@ -4,8 +4,9 @@ producing it gets its live events, and an error answer if that process dies.
 The producing process keeps a lease on each of its POST streams
 (``<prefix>:{<id>}:p:<n>`` = its channel, renewed every `RENEW_S`, lapsing
 after `LEASE_S`) and writes, beside the session's events (its ``e`` hash),
-the ids of the requests the stream will answer (``r:<n>``) and, once the
-stream has ended, a mark (``a:<n>``). A GET with ``Last-Event-ID`` for such
+the ids of the requests the stream will answer (``<prefix>:{<id>}:r:<n>``)
+and, once the stream has ended, a mark (``...:a:<n>``), both as long-lived as
+the session's events. A GET with ``Last-Event-ID`` for such
 a stream on another process, after its replay, follows the Redis stream by
 polling it every `FOLLOW_S`; it ends the GET once every request of the
 stream is answered, once the stream ended without answering (a cancelled
@@ -36,11 +37,11 @@ from .._protocol._jsonrpc import INTERNAL_ERROR, error_message
 from .._speedups import format_event
 from ._bus import Subscriber
 from ._redis import RedisLink, logger
-from ._redis_events import RedisEventStore
+from ._redis_events import LEASE_MS, RedisEventStore
 
 #: How long a POST stream's lease lasts without renewal, and how often the
 #: producing process renews it.
-LEASE_S: Final = 3.0
+LEASE_S: Final = LEASE_MS / 1000
 RENEW_S: Final = 1.0
 #: How often a stream followed here is read again.
 FOLLOW_S: Final = 0.1
@@ -52,21 +53,13 @@ PRODUCER_GONE: Final = MCPError(
     "answered; send the request again",
 )
 
-#: ARGV: channel, lease ms, prefix; then the streams opened here (id, n, their
-#: request ids as JSON), ''; renewed (id, n), ''; ended (id, n). A session whose
-#: events are gone gets no field back (its hash would outlive its TTL).
+#: ARGV: channel, lease ms, prefix; then the streams produced here (id, n), '';
+#: those that ended (id, n). (The lease is taken, and the request ids written,
+#: by the event store's ``OPEN_STREAM``.) The marks live as long as the
+#: session's events (none for a session whose events are gone).
 RENEW = """
 local channel, ms, prefix = ARGV[1], ARGV[2], ARGV[3]
 local i = 4
-while ARGV[i] ~= '' do
-  local base = prefix .. ':{' .. ARGV[i] .. '}:'
-  if redis.call('EXISTS', base .. 'e') == 1 then
-    redis.call('SET', base .. 'p:' .. ARGV[i + 1], channel, 'PX', ms)
-    redis.call('HSET', base .. 'e', 'r:' .. ARGV[i + 1], ARGV[i + 2])
-  end
-  i = i + 3
-end
-i = i + 1
 while ARGV[i] ~= '' do
   local key = prefix .. ':{' .. ARGV[i] .. '}:p:' .. ARGV[i + 1]
   if redis.call('GET', key) == channel then redis.call('PEXPIRE', key, ms) end
@@ -74,22 +67,22 @@ while ARGV[i] ~= '' do
 end
 for j = i + 1, #ARGV, 2 do
   local base = prefix .. ':{' .. ARGV[j] .. '}:'
-  if redis.call('EXISTS', base .. 'e') == 1 then
-    redis.call('HSET', base .. 'e', 'a:' .. ARGV[j + 1], 1)
-  end
+  local ttl = redis.call('PTTL', base .. 'e')
+  if ttl > 0 then redis.call('SET', base .. 'a:' .. ARGV[j + 1], 1, 'PX', ttl) end
   redis.call('DEL', base .. 'p:' .. ARGV[j + 1])
 end
 return 0
 """
 
-#: KEYS: meta, stream, lease; ARGV: n, after. {lease held, ended mark, request
-#: ids, event tag, newest sequence dropped, the entries after `after`}.
+#: KEYS: meta, stream, lease, mark, request ids; ARGV: n, after. {lease held,
+#: ended mark, request ids, event tag, newest sequence dropped, the entries
+#: after `after`}.
 FOLLOW = """
 local n = ARGV[1]
 return {
   redis.call('EXISTS', KEYS[3]),
-  redis.call('HGET', KEYS[1], 'a:' .. n) or '',
-  redis.call('HGET', KEYS[1], 'r:' .. n) or '',
+  redis.call('GET', KEYS[4]) or '',
+  redis.call('GET', KEYS[5]) or '',
   redis.call('HGET', KEYS[1], 'tag') or '',
   redis.call('HGET', KEYS[1], 'l:' .. n) or '0',
   redis.call('XRANGE', KEYS[2], '(' .. ARGV[2] .. '-0', '+'),
@@ -101,13 +94,13 @@ return {
 ENDED: Final = b"1"
 ABANDONED: Final = b"2"
 
-#: KEYS: meta, lease; ARGV: n. 1 when the caller is the one to answer for the
+#: KEYS: meta, lease, mark. 1 when the caller is the one to answer for the
 #: stream's dead producer (its lease lapsed, and nobody has marked it).
 ABANDON = """
-if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
-end
-return redis.call('HSETNX', KEYS[1], 'a:' .. ARGV[1], 2)
+local ttl = redis.call('PTTL', KEYS[1])
+if redis.call('EXISTS', KEYS[2]) == 1 or ttl <= 0 then return 0 end
+if redis.call('SET', KEYS[3], 2, 'NX', 'PX', ttl) then return 1 end
+return 0
 """
 
 
@@ -169,9 +162,8 @@ class PostLeases:
         self.link = link
         self.events = events
         self._lease_ms = math.ceil(LEASE_S * 1000)
-        #: streams produced here: (session id, number) -> request ids as JSON,
-        #: or None once written to Redis
-        self._producing: dict[tuple[str, int], bytes | None] = {}
+        #: streams produced here (their leases are renewed)
+        self._producing: set[tuple[str, int]] = set()
         #: streams ended here whose mark is not written yet
         self._ended: list[tuple[str, int]] = []
         self._wake = trio.Event()
@@ -182,14 +174,14 @@ class PostLeases:
 
     # ---- the streams produced here --------------------------------------------
 
-    def producing(self, session_id: str, number: int, request_ids: list[Any], batch: bool) -> None:
-        self._producing[session_id, number] = dumps([request_ids, batch])
-        self._wake.set()
+    def producing(self, session_id: str, number: int) -> None:
+        self._producing.add((session_id, number))
 
     def produced(self, session_id: str, number: int) -> None:
-        if self._producing.pop((session_id, number), b"") is None:
-            self._ended.append((session_id, number))  # (else Redis never heard of it)
-            self._wake.set()
+        self.events.closed_stream(session_id, number)
+        self._producing.discard((session_id, number))
+        self._ended.append((session_id, number))
+        self._wake.set()
 
     def producing_streams(self) -> int:
         return len(self._producing)
@@ -202,26 +194,20 @@ class PostLeases:
             with trio.move_on_after(RENEW_S):
                 await self._wake.wait()
             self._wake = trio.Event()
-            opened: list[Any] = []
-            renewed: list[Any] = []
-            for (session_id, number), request_ids in self._producing.items():
-                if request_ids is None:
-                    renewed += (session_id, number)
-                else:
-                    opened += (session_id, number, request_ids)
+            renewed = [part for key in self._producing for part in key]
             ended, self._ended = self._ended, []
-            if not (opened or renewed or ended):
+            if not (renewed or ended):
                 continue
             ended_args = [part for key in ended for part in key]
             try:
+                if ended:
+                    await self.events.write()  # (a stream's events before its end)
                 await script(
                     keys=[],
                     args=[
                         link.process_channel,
                         self._lease_ms,
                         link.key(),
-                        *opened,
-                        "",
                         *renewed,
                         "",
                         *ended_args,
@@ -229,11 +215,6 @@ class PostLeases:
                 )
             except Exception:
                 self._ended += ended  # (Redis is away, say: next time)
-                continue
-            for i in range(0, len(opened), 3):
-                key = (opened[i], opened[i + 1])
-                if key in self._producing:
-                    self._producing[key] = None
 
     # ---- the streams of other processes followed here ---------------------------
 
@@ -268,8 +249,15 @@ class PostLeases:
         session_id, number = following.session_id, following.number
         meta = link.session_key(session_id, "e")
         lease = link.session_key(session_id, f"p:{number}")
+        mark = link.session_key(session_id, f"a:{number}")
         held, ended, request_ids, tag, lost, entries = await link.script("follow", FOLLOW)(
-            keys=[meta, link.session_key(session_id, f"x:{number}"), lease],
+            keys=[
+                meta,
+                link.session_key(session_id, f"x:{number}"),
+                lease,
+                mark,
+                link.session_key(session_id, f"r:{number}"),
+            ],
             args=[number, following.after],
         )
         if int(lost) > following.shown:
@@ -303,7 +291,7 @@ class PostLeases:
                 return now + following.since > LEASE_S
             following.since = -now
             return False
-        if not held and await link.script("abandon", ABANDON)(keys=[meta, lease], args=[number]):
+        if not held and await link.script("abandon", ABANDON)(keys=[meta, lease, mark], args=[]):
             await self._answer_for_the_dead(session_id, number, following)
         return False
 
