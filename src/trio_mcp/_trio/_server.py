@@ -189,7 +189,7 @@ class HTTPServer:
         self.tls = tls if tls is not None else server_context(config)
         #: The handler, if it wants the later moments of a graceful shutdown.
         self._stages: DrainStages | None = handler if isinstance(handler, DrainStages) else None
-        #: The listener is closed (graceful shutdown): new requests get 503.
+        #: The listener is closed (graceful shutdown): idle connections wait a second.
         self._listener_closed = False
         #: The handler's ``observer`` (metrics), if any: told of answers and refusals.
         self.observer: HTTPObserver | None = getattr(handler, "observer", None)
