@@ -219,11 +219,10 @@ async def test_the_drain_goes_unready_first_and_serves_until_its_delay_ends(
             assert await refused(port)
             with trio.fail_after(5):
                 await read_to_the_end(stream)
-            # a request that arrives now is not run: 503, Retry-After, close
+            # a request that arrives whole now is still served, with a close
             await partial.send(post(b"{}")[20:])
             reply = await partial.read_reply()
-            assert (reply.status, reply.header(b"connection")) == (503, b"close")
-            assert reply.header(b"retry-after") == b"1"
+            assert reply.status != 503 and reply.header(b"connection") == b"close", reply
             assert await partial.read_until_eof() == b""
     with trio.fail_after(5):
         while server.statistics().connections_open:

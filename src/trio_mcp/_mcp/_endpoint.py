@@ -446,11 +446,13 @@ class MCPEndpoint:
         """The server's listener has closed: end every long-lived stream gracefully.
 
         Listen streams end with their final response, GET streams and HTTP+SSE
-        streams simply end (their clients reconnect, to another replica); an
-        HTTP+SSE stream whose requests still run ends after its last answer.
+        streams end with a ``retry:`` hint (their clients reconnect, to
+        another replica, and a GET stream resumes there with Last-Event-ID);
+        an HTTP+SSE stream whose requests still run ends after its last answer.
         """
         self.ready = False
-        self.stores.bus.close_all(keep=self.http_sse.drain())
+        farewell = b"retry: %d\n\n" % self.config.sse_retry_ms
+        self.stores.bus.close_all(keep=self.http_sse.drain(), farewell=farewell)
 
     async def deadline_passed(self) -> None:
         """The server's shutdown deadline has passed: a request ended from now

@@ -159,10 +159,11 @@ class Bus(Protocol):
         """The session ended: close its standalone stream and forget its POST streams."""
         ...
 
-    def close_all(self, keep: Collection[str] = ()) -> None:
+    def close_all(self, keep: Collection[str] = (), farewell: bytes = b"") -> None:
         """The server drains: close every standalone and listen stream here,
         but the standalone streams of the sessions in `keep` (HTTP+SSE
-        sessions whose requests still run: their answers go there)."""
+        sessions whose requests still run: their answers go there); each
+        standalone stream closed gets `farewell` last (a ``retry:`` hint)."""
         ...
 
     def attached(self) -> list[str]:
@@ -270,12 +271,14 @@ class MemoryBus:
         for key in [key for key in self._producers if key[0] == session_id]:
             del self._producers[key]
 
-    def close_all(self, keep: Collection[str] = ()) -> None:
+    def close_all(self, keep: Collection[str] = (), farewell: bytes = b"") -> None:
         for listener in list(self._listeners):
             listener.outbox.close()
         streams = self._streams
         for session_id, stream in list(streams.items()):
             if session_id not in keep:
+                if farewell:
+                    stream.offer(farewell)
                 stream.close()
                 del streams[session_id]
 

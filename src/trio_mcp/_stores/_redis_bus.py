@@ -217,11 +217,11 @@ class RedisBus:
             self._give_up(session_id)
         self.local.release(session_id)
 
-    def close_all(self, keep: Collection[str] = ()) -> None:
+    def close_all(self, keep: Collection[str] = (), farewell: bytes = b"") -> None:
         for session_id in self.local.attached():
             if session_id not in keep:
                 self._give_up(session_id)
-        self.local.close_all(keep)
+        self.local.close_all(keep, farewell)
 
     def attached(self) -> list[str]:
         return self.local.attached()

@@ -11,5 +11,5 @@ cdef class DateCache:
 @cython.final
 cdef class Connection:
     cdef public HTTP11Connection http
-    cdef public object timer, interruptible, limit, since, waiting_idle, answering, holding, overdue
+    cdef public object timer, interruptible, limit, since, answering, holding, overdue
     cdef public object group, hop

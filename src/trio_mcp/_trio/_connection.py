@@ -18,11 +18,11 @@ from .._http._connection import HEAD, IDLE, HTTP11Connection
 from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import SlowAnswer
 
-#: How long a connection accepted before a graceful shutdown closed the
-#: listener may still take to send its first request (a client sends it as
-#: soon as it connects; one that connected and stays silent is not owed the
-#: whole idle timeout).
-FIRST_REQUEST_GRACE_S: Final = 1.0
+#: How long a connection open when a graceful shutdown closed the listener
+#: may still take to send a request (its first, or the next on a kept-alive
+#: one): a client or proxy that was about to send it sends it at once; one
+#: that stays silent is not owed the whole idle timeout.
+LAST_REQUEST_GRACE_S: Final = 1.0
 
 
 class DateCache:
@@ -131,7 +131,6 @@ class Connection:
         "interruptible",
         "limit",
         "since",
-        "waiting_idle",
         "answering",
         "holding",
         "overdue",
@@ -151,8 +150,6 @@ class Connection:
         self.interruptible = interruptible
         self.limit = inf
         self.since: float | None = None
-        #: True while blocked reading the first byte of a next request.
-        self.waiting_idle = False
         self.answering: Answering | None = None
         #: The bytes of the bodies' budget this connection holds (its body is
         #: being received).
@@ -186,14 +183,13 @@ class Connection:
             self.timer.cancel()
 
     def drain(self) -> None:
+        """The listener has closed: a connection waiting for a request gets
+        `LAST_REQUEST_GRACE_S` from now to send it (it is served, and told
+        to close), since its client may have sent it already; then it closes."""
         self.http.draining = True
-        if self.waiting_idle:
-            # waiting for a next request that is no longer welcome
-            self.timer.cancel()
-        elif self.http.phase is IDLE and self.limit > FIRST_REQUEST_GRACE_S:
-            # accepted, its first request not read yet: the client connected
-            # before the listener closed, so that request is still answered
-            self.limit = FIRST_REQUEST_GRACE_S
+        if self.http.phase is IDLE and self.limit > LAST_REQUEST_GRACE_S:
+            self.limit = LAST_REQUEST_GRACE_S
+            self.since = None  # (the sweeper times it from its next look)
 
 
 def http_connection(

@@ -15,13 +15,14 @@ A graceful shutdown (`HTTPServer.shutdown`): a `Handler`'s ``drain()`` is
 called first (an `MCPEndpoint` stops reporting ready). For
 ``config.drain_delay_s`` the listener stays open and every request is still
 served, each answer with ``Connection: close``. Then the listener closes (a
-`DrainStages` handler's ``listener_closed()`` ends its long-lived streams),
-idle connections close, and a request that still arrives on an open
-connection is answered 503 with ``Retry-After``, except on a connection that
-had sent nothing by then: its first request is served if it comes within
-`FIRST_REQUEST_GRACE_S` (its client connected before the listener closed,
-maybe just before; with a socket several processes share, it was in the
-queue the others now serve). What still runs
+`DrainStages` handler's ``listener_closed()`` ends its long-lived streams;
+the connections already in its queue are accepted first), and a connection
+still open may send one more request within `LAST_REQUEST_GRACE_S`: it is
+served, with ``Connection: close``, and one that sends nothing is closed.
+Refusing it instead (503) or closing an idle connection at once fails the
+request a proxy may be sending on its kept-alive connection at that very
+moment: nginx never passes a POST that reached a server on to another, so
+its client would get a 502 or the 503. What still runs
 ``config.shutdown_timeout_s`` later is cancelled (a deferred answer with its
 writer `overdue`, so an MCP request is answered with an error).
 """
@@ -67,7 +68,14 @@ from .._http._handler import (
 from .._speedups import USING_EXTENSIONS
 from ._closing import LINGER_S, close_quietly, lingering_close, send_quietly
 from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
-from ._connection import ByteStream, Connection, DateCache, Interruptible, http_connection
+from ._connection import (
+    LAST_REQUEST_GRACE_S,
+    ByteStream,
+    Connection,
+    DateCache,
+    Interruptible,
+    http_connection,
+)
 from ._limits import TimeLimits, end_gradually
 from ._quotas import ConnectionQuota, refuse
 from ._socketio import (
@@ -89,13 +97,6 @@ logger = logging.getLogger("trio_mcp.server")
 _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
-)
-#: The answer to a request that arrives after the listener has closed: only
-#: work in flight is left here, and another replica can take it at once.
-_SHUTTING_DOWN: Final = Response(
-    503,
-    [(b"content-type", b"text/plain; charset=utf-8"), (b"retry-after", b"1")],
-    b"503 Service Unavailable: the server is shutting down\n",
 )
 #: How long a `DrainStages` handler's ``deadline_passed`` may take before the
 #: answers still running are cancelled anyway.
@@ -188,7 +189,7 @@ class HTTPServer:
         self.tls = tls if tls is not None else server_context(config)
         #: The handler, if it wants the later moments of a graceful shutdown.
         self._stages: DrainStages | None = handler if isinstance(handler, DrainStages) else None
-        #: The listener is closed (graceful shutdown): new requests get 503.
+        #: The listener is closed (graceful shutdown): idle connections wait a second.
         self._listener_closed = False
         #: The handler's ``observer`` (metrics), if any: told of answers and refusals.
         self.observer: HTTPObserver | None = getattr(handler, "observer", None)
@@ -263,6 +264,9 @@ class HTTPServer:
                         await trio.sleep(config.drain_delay_s)
                         acceptors.cancel_scope.cancel()
                     for listener in listeners:
+                        # (closing it would reset the connections in its queue:
+                        # their clients connected while it was open)
+                        _accept_queued(listener, self._admit, connections)
                         close_listener(listener)
                     self._listener_closed = True
                     if self._stages is not None:
@@ -288,8 +292,7 @@ class HTTPServer:
 
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
-        quota = self.quota
-        serve_socket = self._serve_socket
+        admit = self._admit
         ip = listener.family in (socket.AF_INET, socket.AF_INET6)
         while True:
             try:
@@ -305,22 +308,28 @@ class HTTPServer:
                 logger.error("accept failed: %s; retrying in 100 ms", exc)
                 await trio.sleep(0.1)
                 continue
-            if not ip:  # (the peer socket's hops: `serve_hop` admits them)
-                spawn(connections, "a hop", _serve_hop, self._serve, quota, self.config, sock)
-                continue
-            host = address[0]
-            group = quota.admit(host)
-            if group is None:
-                self._refused += 1
-                refuse(sock, quota.refusal(host, trio.current_time()))
-                if self.observer is not None:
-                    self.observer.refused(503)
-            else:
-                spawn(connections, "a connection", serve_socket, sock, group, host)
+            admit(sock, address, ip, connections)
             accepted += 1
             if accepted >= 64:  # a flood of connections must not starve the rest
                 accepted = 0
                 await trio.lowlevel.checkpoint()
+
+    def _admit(
+        self, sock: socket.socket, address: Any, ip: bool, connections: trio.Nursery
+    ) -> None:
+        """Serve a connection just accepted, or refuse it (its address's quota)."""
+        if not ip:  # (the peer socket's hops: `serve_hop` admits them)
+            spawn(connections, "a hop", _serve_hop, self._serve, self.quota, self.config, sock)
+            return
+        host = address[0]
+        group = self.quota.admit(host)
+        if group is None:
+            self._refused += 1
+            refuse(sock, self.quota.refusal(host, trio.current_time()))
+            if self.observer is not None:
+                self.observer.refused(503)
+        else:
+            spawn(connections, "a connection", self._serve_socket, sock, group, host)
 
     async def _serve_socket(self, sock: socket.socket, group: str, host: str) -> None:
         config = self.config
@@ -401,7 +410,6 @@ class HTTPServer:
         started = 0.0
         limited_phase: Phase | None = None
         holding = 0  # the bytes of the bodies' budget this request's body holds
-        fresh = True  # nothing received before the listener closed: FIRST_REQUEST_GRACE_S
         while True:
             try:
                 event = next_event()
@@ -417,12 +425,11 @@ class HTTPServer:
                     # Each phase gets its own whole-phase limit.
                     limited_phase = phase
                     if phase is IDLE:
-                        if self._listener_closed and not fresh:
-                            return False  # (during the drain delay, a new connection is served)
-                        limit_phase(idle_timeout)
+                        # (an answer begun before the drain said keep-alive:
+                        # one more request, as `Connection.drain` allows)
+                        limit_phase(LAST_REQUEST_GRACE_S if self._listener_closed else idle_timeout)
                     elif phase is HEAD:
                         limit_phase(config.head_timeout_s)
-                        fresh = fresh and self._listener_closed  # (begun before it: 503)
                     else:
                         limit_phase(config.body_timeout_s)
                         # A body that did not come whole with its head waits in
@@ -436,14 +443,12 @@ class HTTPServer:
                                 observer.refused(503)
                             return False
                         conn.holding = holding  # (for the connection's end)
-                conn.waiting_idle = phase is IDLE and not fresh
                 try:
                     data = await receive_some(chunk_size)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return True
                 if not data and conn.overdue:
                     return False  # (`_serve` answers the interrupted head)
-                conn.waiting_idle = False
                 receive_data(data)
                 continue
             if event is SEND_CONTINUE:
@@ -463,9 +468,7 @@ class HTTPServer:
                 started = perf_counter()
                 method = event.method
             try:
-                if self._listener_closed and not fresh:
-                    response = _SHUTTING_DOWN
-                elif route is not None:
+                if route is not None:
                     response = route(event)
                 else:
                     assert call is not None
@@ -476,7 +479,6 @@ class HTTPServer:
             # The request is answered: a long-lived answer (an event stream) must
             # not keep its head and body alive.
             del event
-            fresh = False
             if type(response) is Response:
                 limit_phase(write_timeout)
                 try:
@@ -526,6 +528,21 @@ def _with_peer_listener(listeners: list[Any], path: str | None, backlog: int | N
     from ._peers import with_peer_listener
 
     return with_peer_listener(listeners, path, backlog)
+
+
+def _accept_queued(
+    listener: socket.socket,
+    admit: Callable[[socket.socket, Any, bool, trio.Nursery], None],
+    connections: trio.Nursery,
+) -> None:
+    """Admit the connections waiting in `listener`'s queue (`HTTPServer._admit`)."""
+    ip = listener.family in (socket.AF_INET, socket.AF_INET6)
+    while True:
+        try:
+            sock, address = listener.accept()
+        except OSError:  # (BlockingIOError: none left)
+            return
+        admit(sock, address, ip, connections)
 
 
 async def _serve_hop(*args: Any) -> None:
