@@ -22,6 +22,9 @@ DIRECT_STARTS = {
     ("_trio/_server.py", "self._accept_loop"),  # accept(); each connection is spawned
     ("_mcp/_endpoint.py", "self.broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded
+    # the group's broadcasts: accept() on the group's private socket; each
+    # connection and each peer's writing is spawned
+    ("_mcp/_endpoint.py", "self.peer_broadcast.run"),
     ("_mcp/_endpoint.py", "self.broadcaster.keepalives.run"),  # each keepalive is guarded
     ("_trio/_server.py", "serving"),  # run(): the server itself, in trio.run's nursery
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
