@@ -525,18 +525,31 @@ async def call(served: Group, session: str, tool: str, **arguments: object) -> i
     return int(orjson.loads(reply.body)["result"]["content"][0]["text"])
 
 
-async def get_stream(served: Group, session: str) -> EventReader:
-    """A GET stream of `session`: attached on its owner (wherever the
-    connection landed) once its priming event arrives."""
+async def get_stream(served: Group, session: str) -> tuple[EventReader, bool]:
+    """A GET stream of `session`, attached on its owner (wherever the
+    connection landed) once its priming event arrives; and whether the owner
+    took the connection itself (no other worker relays the stream)."""
     reader = EventReader(await connect(served.port))
     get = (
         b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
         b"MCP-Protocol-Version: " + FANOUT_VERSION.encode() + b"\r\n"
         b"Mcp-Session-Id: " + session.encode() + b"\r\n\r\n"
     )
-    assert (await reader.head(get)).status_code == 200
+    head = await reader.head(get)
+    assert head.status_code == 200
     await reader.event()  # (the priming event)
-    return reader
+    return reader, b"via" not in dict(head.headers)
+
+
+async def direct_stream(served: Group, owner: str) -> tuple[str, EventReader]:
+    """A new session of `owner` whose GET stream reached `owner` straight."""
+    for _ in range(100):
+        (session,) = (await sessions_of(served, {owner: 1}))[owner]
+        reader, direct = await get_stream(served, session)
+        if direct:
+            return session, reader
+        await reader.client.stream.aclose()
+    raise AssertionError(f"no GET stream reached {owner} straight")
 
 
 async def methods_until(reader: EventReader, last: str) -> list[str]:
@@ -552,7 +565,7 @@ async def test_one_tool_call_reaches_every_stream_of_both_workers_once() -> None
     with group() as served, trio.fail_after(90):
         await served.wait_for("2 processes")
         sessions = await sessions_of(served, {"w1": 3, "w2": 3})
-        streams = [await get_stream(served, s) for owner in sessions.values() for s in owner]
+        streams = [(await get_stream(served, s))[0] for owner in sessions.values() for s in owner]
         await call(served, sessions["w1"][0], "announce", kind="tools")
         assert [await methods_until(r, TOOLS_CHANGED) for r in streams] == [[TOOLS_CHANGED]] * 6
         # a second broadcast, from the other worker: nothing came twice before it
@@ -566,25 +579,29 @@ async def test_one_tool_call_reaches_every_stream_of_both_workers_once() -> None
 async def test_a_worker_killed_with_sigkill_costs_the_broadcast_nothing_else() -> None:
     with group() as served, trio.fail_after(90):
         await served.wait_for("2 processes")
-        sessions = await sessions_of(served, {"w1": 2, "w2": 1})
-        live_pid = await call(served, sessions["w1"][0], "pid")
-        doomed_pid = await call(served, sessions["w2"][0], "pid")
-        live = [await get_stream(served, s) for s in sessions["w1"]]
-        doomed = await get_stream(served, sessions["w2"][0])
+        # (the live worker's streams reach it straight: a stream another
+        # worker relays ends with that worker)
+        (one, live_one), (two, live_two) = [await direct_stream(served, "w1") for _ in "12"]
+        live = [live_one, live_two]
+        (doomed_session,) = (await sessions_of(served, {"w2": 1}))["w2"]
+        live_pid = await call(served, one, "pid")
+        doomed_pid = await call(served, doomed_session, "pid")
+        doomed, _ = await get_stream(served, doomed_session)
         os.kill(doomed_pid, signal.SIGKILL)
         with pytest.raises((EOFError, h11.RemoteProtocolError)):  # its stream is cut short
             await methods_until(doomed, TOOLS_CHANGED)
-        # the dead worker's socket file is still there, nobody listens on it
-        assert await call(served, sessions["w1"][0], "announce", kind="tools") == live_pid
+        # (its socket file stays until its replacement takes the name: this
+        # broadcast finds nobody there, or the replacement)
+        assert await call(served, one, "announce", kind="tools") == live_pid
         assert [await methods_until(r, TOOLS_CHANGED) for r in live] == [[TOOLS_CHANGED]] * 2
         # its replacement's streams get the next broadcast from w1
         (reborn,) = (await sessions_of(served, {"w2": 1}))["w2"]
         assert await call(served, reborn, "pid") not in (doomed_pid, live_pid)
-        reborn_stream = await get_stream(served, reborn)
-        assert await call(served, sessions["w1"][1], "announce", kind="tools") == live_pid
+        reborn_stream, _ = await get_stream(served, reborn)
+        assert await call(served, two, "announce", kind="tools") == live_pid
         assert await methods_until(reborn_stream, TOOLS_CHANGED) == [TOOLS_CHANGED]
         assert [await methods_until(r, TOOLS_CHANGED) for r in live] == [[TOOLS_CHANGED]] * 2
         for reader in [*live, doomed, reborn_stream]:
             await reader.client.stream.aclose()
-        assert await call(served, sessions["w1"][0], "pid") == live_pid
+        assert await call(served, one, "pid") == live_pid
         assert "Traceback" not in served.output
