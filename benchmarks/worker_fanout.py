@@ -40,6 +40,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -54,7 +55,11 @@ from load_echo import (
     machine_info,
 )
 from memory_streams import (
+    INITIALIZE,
+    INITIALIZED,
+    POST_HEADERS,
     FanOut,
+    HTTPConn,
     Streams,
     broadcast,
     create_sessions,
@@ -131,11 +136,46 @@ def group_command(workers: int, port: int, sessions: int) -> list[str]:
     ]
 
 
+class GroupStreams(Streams):
+    """The N GET streams, each counted as relayed when another worker than
+    its session's owner took its connection (its answer has a Via header).
+    With `same_connection`, each stream's session is initialized on the
+    stream's own connection first, so the worker the kernel gave that
+    connection owns the session and holds the stream: nothing is relayed."""
+
+    def __init__(self, *args: Any, same_connection: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.same_connection = same_connection
+        self.relayed = 0
+        self.owners: dict[str, int] = {}
+
+    def opened_on(self, index: int, headers: dict[bytes, bytes]) -> None:
+        if b"via" in headers:
+            self.relayed += 1
+
+    async def _open(self, conn: HTTPConn, index: int, sid: str) -> int:
+        if self.same_connection:
+            status, headers, body = await conn.request("POST", POST_HEADERS, INITIALIZE)
+            if status != 200 or b"mcp-session-id" not in headers:
+                raise BenchmarkError(f"initialize answered {status}: {body[:300]!r}")
+            sid = headers[b"mcp-session-id"].decode()
+            status, _, body = await conn.request(
+                "POST", {**POST_HEADERS, "Mcp-Session-Id": sid}, INITIALIZED
+            )
+            if status != 202:
+                raise BenchmarkError(f"notifications/initialized answered {status}: {body!r}")
+        owner = sid.partition(".")[0]
+        self.owners[owner] = self.owners.get(owner, 0) + 1
+        return await super()._open(conn, index, sid)
+
+
 @dataclass
 class Result:
     count: int
     workers: int
+    connections: str
     sessions_per_worker: dict[str, int] = field(default_factory=dict)
+    relayed_streams: int = 0
     fds_per_worker: list[int] = field(default_factory=list)
     fanouts: list[dict[str, object]] = field(default_factory=list)
     timings_s: dict[str, float] = field(default_factory=dict)
@@ -167,19 +207,16 @@ async def run_client(args: argparse.Namespace, server: Group, result: Result) ->
                 )
         nursery.cancel_scope.cancel()
 
-    t = time.perf_counter()
-    ids = await create_sessions(port, count, batch)
-    result.timings_s["create_sessions"] = round(time.perf_counter() - t, 3)
-    for sid in ids:
-        owner = sid.partition(".")[0]
-        result.sessions_per_worker[owner] = result.sessions_per_worker.get(owner, 0) + 1
-    print(
-        f"  created {count} sessions in {result.timings_s['create_sessions']:.1f} s: "
-        f"{result.sessions_per_worker}",
-        flush=True,
-    )
+    same = args.connections == "same"
+    if same:
+        ids = [""] * count  # (each stream initializes its own session)
+    else:
+        t = time.perf_counter()
+        ids = await create_sessions(port, count, batch)
+        result.timings_s["create_sessions"] = round(time.perf_counter() - t, 3)
+        print(f"  created {count} sessions in {result.timings_s['create_sessions']:.1f} s")
 
-    streams = Streams(port, ids, args.rounds, batch)
+    streams = GroupStreams(port, ids, args.rounds, batch, same_connection=same)
     lost: list[int] = []
     streams.on_end = lambda: lost.append(streams.ended)
     async with trio.open_nursery() as nursery:
@@ -188,9 +225,12 @@ async def run_client(args: argparse.Namespace, server: Group, result: Result) ->
         await streams.all_open.wait()
         result.timings_s["open_streams"] = round(time.perf_counter() - t, 3)
         result.fds_per_worker = [fd_count(pid) for pid in server.workers()]
+        result.sessions_per_worker = dict(sorted(streams.owners.items()))
+        result.relayed_streams = streams.relayed
         print(
-            f"  opened {count} GET streams in {result.timings_s['open_streams']:.1f} s; "
-            f"descriptors per worker {result.fds_per_worker}",
+            f"  opened {count} GET streams in {result.timings_s['open_streams']:.1f} s; held "
+            f"by {result.sessions_per_worker}, {streams.relayed} of them relayed by another "
+            f"worker; descriptors per worker {result.fds_per_worker}",
             flush=True,
         )
         for round_no in range(args.rounds):
@@ -239,6 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-sessions", type=int, default=200)
     parser.add_argument("--round-timeout", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=600.0, help="global time limit, s")
+    parser.add_argument(
+        "--connections",
+        choices=("same", "new"),
+        default="same",
+        help="same: each stream's session is initialized on the stream's connection, so "
+        "its owner holds it; new: sessions first, each GET on a new connection (about "
+        "half are relayed to their owner by the other worker)",
+    )
     parser.add_argument("--json", type=Path, help="write results here")
     args = parser.parse_args(argv)
     nofile = raise_nofile()
@@ -249,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     command = group_command(args.workers, port, sessions)
     print(f"$ {' '.join(command)}\n  (load average {loadavg_now()})", flush=True)
     server = Group(f"--workers {args.workers}", command, {}, port)
-    result = Result(args.count, args.workers)
+    result = Result(args.count, args.workers, args.connections)
     started = time.perf_counter()
     try:
         server.wait_announced(args.workers, 60)
