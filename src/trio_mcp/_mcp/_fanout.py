@@ -6,6 +6,10 @@ interested stream: the GET streams of the 2025 sessions (numbered and kept
 for resumption) and the 2026-07-28 subscriptions/listen streams. It also
 numbers and keeps the events of the sessions' POST streams (`publish`,
 `priming_event`, `open_stream`: the `EventPublisher` the streams are given).
+In a ``--workers`` group without a shared store, each notification the
+application broadcasts here also goes once to every other worker (`peers`,
+before this worker's own fan-out), which delivers it to its own streams
+(`on_peer_message`) and passes it on no further.
 `Sweeper` expires idle sessions and old events on a timer, and `release`
 frees what an ended session held, for every way a session ends. Both reach
 shared state only through the stores.
