@@ -18,7 +18,7 @@ shared state only through the stores.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
@@ -33,6 +33,7 @@ from ._streams import MESSAGE, Keepalives, PostStream
 
 if TYPE_CHECKING:
     from .._observe import Observer
+    from .._trio._peer_broadcast import PeerBroadcast
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -66,12 +67,6 @@ def listen_frame_start(head: bytes) -> bytes:
 _Notice = tuple[str, dict[str, Any], str | None, bool]
 #: What the application broadcasts (`Server._notify`): all a peer may send.
 PEER_METHODS: Final = frozenset({*LISTEN_METHODS, "notifications/message"})
-
-
-class PeerSender(Protocol):
-    """The other workers of the group (`_trio._peer_broadcast.PeerBroadcast`)."""
-
-    def send(self, message: bytes) -> int: ...
 
 
 def peer_message(method: str, params: dict[str, Any], uri: str | None) -> bytes:
@@ -117,7 +112,7 @@ class Broadcaster:
         #: The other workers of a ``--workers`` group on this host, which get
         #: each of this one's notifications once (None: no group, or a shared
         #: store that reaches every process itself).
-        self.peers: PeerSender | None = None
+        self.peers: PeerBroadcast | None = None
 
     def on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         """Called synchronously by the app; the broadcaster's task does the sending."""
