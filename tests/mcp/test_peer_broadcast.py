@@ -273,3 +273,10 @@ async def test_no_peer_broadcast_alone_or_with_shared_stores(peer_dir: str) -> N
         assert endpoint.peer_broadcast is None and endpoint.broadcaster.peers is None
     grouped = MCPEndpoint(Server("x"), config)
     assert grouped.broadcaster.peers is grouped.peer_broadcast is not None
+
+
+def test_the_queue_bound_is_at_least_4096_bytes() -> None:
+    with pytest.raises(ValueError, match="peer_broadcast_queue_bytes"):
+        MCPConfig(peer_broadcast_queue_bytes=4095)
+    assert MCPConfig(peer_broadcast_queue_bytes=4096).peer_broadcast_queue_bytes == 4096
+    assert MCPConfig().peer_broadcast_queue_bytes == 1024 * 1024
