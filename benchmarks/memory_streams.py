@@ -428,32 +428,42 @@ class Streams:
             seen += 1
         return seen
 
+    async def _open(self, conn: HTTPConn, index: int, sid: str) -> int:
+        """Open stream `index` on `conn`; where its first event (the priming
+        event of a GET, the acknowledgement of a listen) ends in the buffer."""
+        if self.listen:
+            opening = http_request("POST", self.port, LISTEN_HEADERS, LISTEN)
+        else:
+            headers = {**GET_HEADERS, "Mcp-Session-Id": sid}
+            opening = http_request("GET", self.port, headers)
+        await conn.stream.send_all(opening)
+        status, response_headers = await conn.read_head()
+        ctype = response_headers.get(b"content-type", b"")
+        if status != 200 or not ctype.startswith(b"text/event-stream"):
+            body = await conn.read_body(response_headers)
+            kind = "listen" if self.listen else "GET"
+            raise BenchmarkError(
+                f"{kind} stream #{index} answered {status} {ctype!r}: {body[:300]!r}"
+            )
+        self.opened_on(index, response_headers)
+        # the priming event (GET) or the acknowledgement (listen)
+        while (end := conn.buf.find(b"\n\n")) < 0:
+            await conn.fill()
+        if self.listen and b'"toolsListChanged":true' not in conn.buf[:end]:
+            raise BenchmarkError(
+                f"listen stream #{index} did not acknowledge toolsListChanged: "
+                f"{bytes(conn.buf[:end])[:300]!r}"
+            )
+        return end
+
+    def opened_on(self, index: int, headers: dict[bytes, bytes]) -> None:
+        """The head of stream `index`'s response (for subclasses that look)."""
+
     async def _one(self, index: int, sid: str) -> None:
         async with self.limiter:
             conn = await HTTPConn.open(self.port)
             try:
-                if self.listen:
-                    opening = http_request("POST", self.port, LISTEN_HEADERS, LISTEN)
-                else:
-                    headers = {**GET_HEADERS, "Mcp-Session-Id": sid}
-                    opening = http_request("GET", self.port, headers)
-                await conn.stream.send_all(opening)
-                status, response_headers = await conn.read_head()
-                ctype = response_headers.get(b"content-type", b"")
-                if status != 200 or not ctype.startswith(b"text/event-stream"):
-                    body = await conn.read_body(response_headers)
-                    kind = "listen" if self.listen else "GET"
-                    raise BenchmarkError(
-                        f"{kind} stream #{index} answered {status} {ctype!r}: {body[:300]!r}"
-                    )
-                # the priming event (GET) or the acknowledgement (listen)
-                while (end := conn.buf.find(b"\n\n")) < 0:
-                    await conn.fill()
-                if self.listen and b'"toolsListChanged":true' not in conn.buf[:end]:
-                    raise BenchmarkError(
-                        f"listen stream #{index} did not acknowledge toolsListChanged: "
-                        f"{bytes(conn.buf[:end])[:300]!r}"
-                    )
+                end = await self._open(conn, index, sid)
             except BaseException:
                 await conn.aclose()
                 raise

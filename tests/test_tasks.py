@@ -24,6 +24,9 @@ DIRECT_STARTS = {
     ("_mcp/_endpoint.py", "broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded
     ("_mcp/_endpoint.py", "keepalives"),  # each keepalive is guarded
+    # the group's broadcasts: accept() on the group's private socket; each
+    # connection and each peer's writing is spawned
+    ("_mcp/_endpoint.py", "self.peer_broadcast.run"),
     ("_trio/_server.py", "serving"),  # run(): the server itself, in trio.run's nursery
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
     ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input

@@ -409,6 +409,12 @@ class MCPConfig:
             again; a change another process made (log level, resource
             subscriptions, a DELETE) reaches this one at once through Redis
             pub/sub, and after at most this long when pub/sub is down.
+        peer_broadcast_queue_bytes: in a ``--workers`` group without
+            ``redis_url``, each notification sent to every session goes once
+            to every other worker (over ``<owner_name>.fanout`` in
+            ``peer_sockets_dir``); this is the most bytes of them that may wait
+            for one worker that reads too slowly, and the largest one passed
+            on. Beyond, that worker's sessions miss it (counted and logged).
     """
 
     http: ServerConfig = ServerConfig()
@@ -457,6 +463,7 @@ class MCPConfig:
     redis_url: str = ""
     redis_password: str = field(default="", metadata={"secret": True})
     redis_session_cache_s: float = 1.0
+    peer_broadcast_queue_bytes: int = 1024 * 1024
 
     @property
     def sessions_per_client(self) -> int:
@@ -527,6 +534,8 @@ class MCPConfig:
         _check_redis_url(self.redis_url)
         if not 0 <= self.redis_session_cache_s <= 60:
             raise ValueError("redis_session_cache_s must be between 0 and 60")
+        if self.peer_broadcast_queue_bytes < 4096:
+            raise ValueError("peer_broadcast_queue_bytes must be at least 4096")
         self._check_probe_paths()
 
     def _check_probe_paths(self) -> None:

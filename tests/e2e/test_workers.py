@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import h11
 import orjson
 import pytest
 import trio
@@ -478,3 +479,129 @@ async def test_a_sessions_posts_on_new_connections_reach_its_owner_from_any_work
             vias.append(reply.header(b"via"))
         assert len(pids) == 1  # the owner ran every call
         assert set(vias) == {None, b"1.1 " + other.encode()}
+
+
+# ---- notifications to every session, across the workers (no Redis) ----------
+
+FANOUT_VERSION = "2025-11-25"
+TOOLS_CHANGED = "notifications/tools/list_changed"
+FENCE = "notifications/prompts/list_changed"
+
+
+async def post_2025(served: Group, body: dict, session: str | None = None):
+    async with await connect(served.port) as client:
+        await client.send(mcp_post(body, session=session, version=FANOUT_VERSION))
+        return await client.read_reply()
+
+
+async def new_session(served: Group) -> str:
+    reply = await post_2025(served, initialize_body(FANOUT_VERSION))
+    assert reply.status == 200, reply.body
+    session = reply.header(b"mcp-session-id").decode()
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert (await post_2025(served, initialized, session)).status == 202
+    return session
+
+
+async def sessions_of(served: Group, owners: dict[str, int]) -> dict[str, list[str]]:
+    """New sessions until each owner (``w1``...) has its count; the kernel
+    spreads the initializes, so this asks until it has them (bounded)."""
+    found: dict[str, list[str]] = {owner: [] for owner in owners}
+    for _ in range(400):
+        if all(len(found[o]) >= n for o, n in owners.items()):
+            return found
+        session = await new_session(served)
+        owner = session.partition(".")[0]
+        if owner in found and len(found[owner]) < owners[owner]:
+            found[owner].append(session)
+    raise AssertionError(f"sessions never spread over {owners}: {found}")
+
+
+async def call(served: Group, session: str, tool: str, **arguments: object) -> int:
+    body = tool_call(tool)
+    body["params"]["arguments"] = arguments
+    reply = await post_2025(served, body, session)
+    assert reply.status == 200, reply.body
+    return int(orjson.loads(reply.body)["result"]["content"][0]["text"])
+
+
+async def get_stream(served: Group, session: str) -> tuple[EventReader, bool]:
+    """A GET stream of `session`, attached on its owner (wherever the
+    connection landed) once its priming event arrives; and whether the owner
+    took the connection itself (no other worker relays the stream)."""
+    reader = EventReader(await connect(served.port))
+    get = (
+        b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+        b"MCP-Protocol-Version: " + FANOUT_VERSION.encode() + b"\r\n"
+        b"Mcp-Session-Id: " + session.encode() + b"\r\n\r\n"
+    )
+    head = await reader.head(get)
+    assert head.status_code == 200
+    await reader.event()  # (the priming event)
+    return reader, b"via" not in dict(head.headers)
+
+
+async def direct_stream(served: Group, owner: str) -> tuple[str, EventReader]:
+    """A new session of `owner` whose GET stream reached `owner` straight."""
+    for _ in range(100):
+        (session,) = (await sessions_of(served, {owner: 1}))[owner]
+        reader, direct = await get_stream(served, session)
+        if direct:
+            return session, reader
+        await reader.client.stream.aclose()
+    raise AssertionError(f"no GET stream reached {owner} straight")
+
+
+async def methods_until(reader: EventReader, last: str) -> list[str]:
+    """The methods a stream gets, up to and with `last`."""
+    got = []
+    while not got or got[-1] != last:
+        _, message = await reader.message()
+        got.append(message["method"])
+    return got
+
+
+async def test_one_tool_call_reaches_every_stream_of_both_workers_once() -> None:
+    with group() as served, trio.fail_after(90):
+        await served.wait_for("2 processes")
+        sessions = await sessions_of(served, {"w1": 3, "w2": 3})
+        streams = [(await get_stream(served, s))[0] for owner in sessions.values() for s in owner]
+        await call(served, sessions["w1"][0], "announce", kind="tools")
+        assert [await methods_until(r, TOOLS_CHANGED) for r in streams] == [[TOOLS_CHANGED]] * 6
+        # a second broadcast, from the other worker: nothing came twice before it
+        await call(served, sessions["w2"][0], "announce", kind="prompts")
+        assert [await methods_until(r, FENCE) for r in streams] == [[FENCE]] * 6
+        for reader in streams:
+            await reader.client.stream.aclose()
+        assert "Traceback" not in served.output
+
+
+async def test_a_worker_killed_with_sigkill_costs_the_broadcast_nothing_else() -> None:
+    with group() as served, trio.fail_after(90):
+        await served.wait_for("2 processes")
+        # (the live worker's streams reach it straight: a stream another
+        # worker relays ends with that worker)
+        (one, live_one), (two, live_two) = [await direct_stream(served, "w1") for _ in "12"]
+        live = [live_one, live_two]
+        (doomed_session,) = (await sessions_of(served, {"w2": 1}))["w2"]
+        live_pid = await call(served, one, "pid")
+        doomed_pid = await call(served, doomed_session, "pid")
+        doomed, _ = await get_stream(served, doomed_session)
+        os.kill(doomed_pid, signal.SIGKILL)
+        with pytest.raises((EOFError, h11.RemoteProtocolError)):  # its stream is cut short
+            await methods_until(doomed, TOOLS_CHANGED)
+        # (its socket file stays until its replacement takes the name: this
+        # broadcast finds nobody there, or the replacement)
+        assert await call(served, one, "announce", kind="tools") == live_pid
+        assert [await methods_until(r, TOOLS_CHANGED) for r in live] == [[TOOLS_CHANGED]] * 2
+        # its replacement's streams get the next broadcast from w1
+        (reborn,) = (await sessions_of(served, {"w2": 1}))["w2"]
+        assert await call(served, reborn, "pid") not in (doomed_pid, live_pid)
+        reborn_stream, _ = await get_stream(served, reborn)
+        assert await call(served, two, "announce", kind="tools") == live_pid
+        assert await methods_until(reborn_stream, TOOLS_CHANGED) == [TOOLS_CHANGED]
+        assert [await methods_until(r, TOOLS_CHANGED) for r in live] == [[TOOLS_CHANGED]] * 2
+        for reader in [*live, doomed, reborn_stream]:
+            await reader.client.stream.aclose()
+        assert await call(served, one, "pid") == live_pid
+        assert "Traceback" not in served.output

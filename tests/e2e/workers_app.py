@@ -40,3 +40,13 @@ async def ask(ctx: Context) -> str:
     ctx.state.setdefault("sealed_by", os.getpid())
     answer = await ctx.elicit("name?", {"type": "object", "properties": {}})
     return f"{ctx.state['sealed_by']} {os.getpid()} {answer['content']['name']}"
+
+
+@app.tool()
+async def announce(kind: str) -> int:
+    """A notification to every session of the group (the list changes)."""
+    if kind == "tools":
+        app.notify_tools_changed()
+    else:
+        app.notify_prompts_changed()
+    return os.getpid()

@@ -17,6 +17,7 @@ cdef class MCPEndpoint:
     cdef public object app, config, authenticate, stores, _paths, _sse_paths
     cdef public object _health_path, _ready_path, ready
     cdef public object observer, _metrics_path, _exposition, peer_socket, router, passing, _via
+    cdef public object peer_broadcast
     cdef public Admission admission
     cdef public RequestRunner runner
     cdef public Broadcaster broadcaster

@@ -26,7 +26,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from math import inf
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
@@ -63,6 +63,9 @@ from ._modern_era import ModernTransport
 from ._runner import RequestRunner
 from ._sessions_era import SessionsTransport
 from ._startup import announce
+
+if TYPE_CHECKING:
+    from .._trio._peer_broadcast import PeerBroadcast
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -143,6 +146,7 @@ class MCPEndpoint:
         "peer_socket",
         "router",
         "_via",
+        "peer_broadcast",
     )
 
     def __init__(
@@ -202,6 +206,9 @@ class MCPEndpoint:
         stores = self.stores
         self.runner = RequestRunner(app, config, stores, sealer, principal_key)
         self.broadcaster = Broadcaster(config, stores)
+        #: The group's broadcasts between workers (None: no group, or shared
+        #: stores, which reach every process themselves): decided with passing on.
+        self.peer_broadcast = group_broadcast(config, self.broadcaster) if self.passing else None
         self.sweeper = Sweeper(config, stores)
         self.handshake = Handshake(app, config, stores.sessions)
         self.streamable = SessionsTransport(
@@ -477,6 +484,8 @@ class MCPEndpoint:
                 await stack.enter_async_context(self.stores.opened())
             nursery = await stack.enter_async_context(trio.open_nursery())
             self.http_sse.nursery = nursery
+            if self.peer_broadcast is not None:
+                await nursery.start(in_python, self.peer_broadcast.run)
             broadcaster = self.broadcaster
             await nursery.start(in_python, broadcaster.run, name=broadcaster.run)
             keepalives = broadcaster.keepalives.run
@@ -516,6 +525,21 @@ def _modern_only(header: bytes | None, first: Message | Invalid) -> Response:
     )
     message_id = first.id if type(first) is RPCRequest else None
     return Response(400, JSON_HEADERS, dumps(error_message(message_id, error)))
+
+
+def group_broadcast(config: MCPConfig, broadcaster: Broadcaster) -> PeerBroadcast:
+    """The broadcasts between this process and the others of its group: what
+    the application broadcasts here goes to them, and theirs comes here."""
+    from .._trio._peer_broadcast import PeerBroadcast
+
+    peers = PeerBroadcast(
+        config.peer_sockets_dir,
+        config.owner_name,
+        config.peer_broadcast_queue_bytes,
+        broadcaster.on_peer_message,
+    )
+    broadcaster.peers = peers
+    return peers
 
 
 def pass_on(request: Request, config: MCPConfig, owner: str, via: bytes) -> DeferredResponse:

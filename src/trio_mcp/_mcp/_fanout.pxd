@@ -8,7 +8,7 @@ from trio_mcp._mcp._streams cimport Listener
 
 @cython.final
 cdef class Broadcaster:
-    cdef public object config, sessions, events, bus, _send, _now, keepalives
+    cdef public object config, sessions, events, bus, _send, _now, keepalives, peers
     @cython.locals(listener=Listener)
     cpdef deliver_to_listeners(self, method, params, uri)
     cpdef close_stream(self, session, number)

@@ -6,6 +6,10 @@ interested stream: the GET streams of the 2025 sessions (numbered and kept
 for resumption) and the 2026-07-28 subscriptions/listen streams. It also
 numbers and keeps the events of the sessions' POST streams (`publish`,
 `priming_event`, `open_stream`: the `EventPublisher` the streams are given).
+In a ``--workers`` group without a shared store, each notification the
+application broadcasts here also goes once to every other worker (`peers`,
+before this worker's own fan-out), which delivers it to its own streams
+(`on_peer_message`) and passes it on no further.
 `Sweeper` expires idle sessions and old events on a timer, and `release`
 frees what an ended session held, for every way a session ends. Both reach
 shared state only through the stores.
@@ -19,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import trio
 
 from .._config import MCPConfig
-from .._json import dumps
+from .._json import dumps, loads
 from .._protocol._logging import LOG_LEVELS
 from .._protocol._sessions import Session
 from .._speedups import format_event
@@ -29,6 +33,7 @@ from ._streams import MESSAGE, Keepalives, PostStream
 
 if TYPE_CHECKING:
     from .._observe import Observer
+    from .._trio._peer_broadcast import PeerBroadcast
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -57,10 +62,40 @@ def listen_frame_start(head: bytes) -> bytes:
     return format_event(head, event=MESSAGE)[:-2]
 
 
+#: A notification for the broadcaster: (method, params, the resource URI of
+#: a resources/updated, whether it came from this process).
+_Notice = tuple[str, dict[str, Any], str | None, bool]
+#: What the application broadcasts (`Server._notify`): all a peer may send.
+PEER_METHODS: Final = frozenset({*LISTEN_METHODS, "notifications/message"})
+
+
+def peer_message(method: str, params: dict[str, Any], uri: str | None) -> bytes:
+    """A notification as the other workers of the group receive it: JSON text
+    (one line, since JSON holds no raw newline)."""
+    return dumps([method, params, uri])
+
+
+def read_peer_message(message: bytes) -> _Notice | None:
+    """What `peer_message` wrote, or None when it is not that."""
+    try:
+        method, params, uri = loads(message)
+        if (
+            type(method) is not str
+            or method not in PEER_METHODS
+            or type(params) is not dict
+            or not (uri is None or type(uri) is str)
+            or (method == "notifications/message" and params.get("level") not in LOG_LEVELS)
+        ):
+            return None
+    except (ValueError, TypeError):  # (not JSON, not three items, an unhashable level)
+        return None
+    return method, params, uri, False
+
+
 class Broadcaster:
     """Delivers notifications to the streams that want them (module docstring)."""
 
-    __slots__ = ("config", "sessions", "events", "bus", "_send", "_now", "keepalives")
+    __slots__ = ("config", "sessions", "events", "bus", "_send", "_now", "keepalives", "peers")
 
     def __init__(self, config: MCPConfig, stores: Stores) -> None:
         self.config = config
@@ -69,31 +104,51 @@ class Broadcaster:
         self.sessions = stores.sessions
         self.events = stores.events
         self.bus = stores.bus
-        #: Where the application's notifications wait, while `run` runs.
-        self._send: trio.MemorySendChannel[tuple[str, dict[str, Any], str | None]] | None = None
+        #: Where the application's notifications wait, while `run` runs, with
+        #: whether they go to the other workers too (they came from here).
+        self._send: trio.MemorySendChannel[_Notice] | None = None
         #: trio.current_time; the run's clock itself (two calls fewer) while running.
         self._now = trio.current_time
+        #: The other workers of a ``--workers`` group on this host, which get
+        #: each of this one's notifications once (None: no group, or a shared
+        #: store that reaches every process itself).
+        self.peers: PeerBroadcast | None = None
 
     def on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         """Called synchronously by the app; the broadcaster's task does the sending."""
         if self._send is None:
             return
         try:
-            self._send.send_nowait((method, params, uri))
+            self._send.send_nowait((method, params, uri, True))
         except trio.WouldBlock:
             logger.warning("notification backlog full: dropped %s", method)
 
+    def on_peer_message(self, message: bytes) -> None:
+        """A notification another worker of the group broadcast (`peer_message`):
+        delivered to this worker's streams, and not passed on again."""
+        notice = read_peer_message(message)
+        if notice is None:
+            logger.warning("a malformed broadcast from another worker: ignored")
+            return
+        if self._send is None:
+            return
+        try:
+            self._send.send_nowait(notice)
+        except trio.WouldBlock:
+            logger.warning("notification backlog full: dropped %s", notice[0])
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Deliver the application's notifications until cancelled."""
-        send, receive = trio.open_memory_channel[tuple[str, dict[str, Any], str | None]](
-            BROADCAST_QUEUE
-        )
+        send, receive = trio.open_memory_channel[_Notice](BROADCAST_QUEUE)
         self._send = send
         self._now = trio.lowlevel.current_clock().current_time
         try:
             task_status.started()
-            async for method, params, uri in receive:
+            async for method, params, uri, ours in receive:
                 with guarded(f"the broadcast of {method}"):
+                    # (the other workers first: they fan out while this one does)
+                    if ours and self.peers is not None:
+                        self.peers.send(peer_message(method, params, uri))
                     self.deliver_to_listeners(method, params, uri)
                     await self._deliver_to_sessions(method, params, uri)
         finally:
