@@ -224,7 +224,7 @@ StartReplicaProcesses = Callable[..., Awaitable[dict[str, ReplicaProcess]]]
 
 @pytest.fixture
 async def start_replica_processes(tmp_path: Path) -> AsyncIterator[StartReplicaProcesses]:
-    """``await start_replica_processes(redis_url, target=EVERYTHING)``: r1, r2
+    """``await start_replica_processes(redis_url, *flags, target=EVERYTHING)``: r1, r2
     and r3 as ``trio-mcp run`` processes of their own, each with its owner
     name, one requestState key ring (from a file, as the deployed file says)
     and the Redis at `redis_url`, trusting the proxy's forwarding headers;
@@ -233,7 +233,9 @@ async def start_replica_processes(tmp_path: Path) -> AsyncIterator[StartReplicaP
     keys.write_text("\n".join(KEYS) + "\n")
     started: list[ReplicaProcess] = []
 
-    async def start(redis_url: str, target: str = EVERYTHING) -> dict[str, ReplicaProcess]:
+    async def start(
+        redis_url: str, *flags: str, target: str = EVERYTHING
+    ) -> dict[str, ReplicaProcess]:
         replicas = {}
         for name in NAMES:
             port = free_port()
@@ -244,6 +246,7 @@ async def start_replica_processes(tmp_path: Path) -> AsyncIterator[StartReplicaP
                     *("--port", str(port), "--owner-name", name),
                     *("--redis-url", redis_url, "--request-state-keys-file", str(keys)),
                     *("--forwarded-allow-ips", "127.0.0.1", "--log-level", "warning"),
+                    *flags,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -62,6 +62,44 @@ async def test_a_get_stream_hears_what_another_replica_sends_and_resumes_elsewhe
     await mcp.client.stream.aclose()
 
 
+async def until_it_ends(stream: EventReader) -> None:
+    while True:
+        await stream.message()
+
+
+async def test_a_resume_elsewhere_takes_the_stream_over_from_its_holder(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    """A client that lost its GET stream resumes with Last-Event-ID on another
+    replica while the first still holds the lease (it has not noticed yet; had
+    it died, its lease would last up to 3 s more): the resume is answered at
+    once, not 409 (which the official clients retry only twice, a second
+    apart, then go without a stream), gets what it missed and what comes
+    next, and the first replica's stream ends."""
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    mcp = await session_on(two)
+    stream = await open_get(one, mcp)
+    changed(apps[1], 1)
+    first = await next_message(stream)
+    changed(apps[1], 2)  # (the client never reads these from replica 1)
+    resumed = EventReader(await connect(two))
+    with trio.fail_after(EVENT_WAIT_S):
+        head = await resumed.head(get_request(mcp, last_event_id=first[0]))
+    assert head.status_code == 200
+    changed(apps[1], 1)
+    got = [await next_message(resumed) for _ in range(3)]
+    ids = [event_id for event_id, _ in [first, *got]]
+    sequences = [int(event_id.rsplit("-", 1)[1]) for event_id in ids]  # type: ignore[union-attr]
+    assert sequences == sorted(set(sequences)), ids  # once each, in order
+    with trio.fail_after(EVENT_WAIT_S), pytest.raises(EOFError):
+        await until_it_ends(stream)
+    await resumed.client.stream.aclose()
+    await stream.client.stream.aclose()
+    await mcp.client.stream.aclose()
+
+
 async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:

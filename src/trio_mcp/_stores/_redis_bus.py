@@ -6,6 +6,10 @@ is who holds each session's GET stream: a lease, ``<prefix>:{<id>}:holder``
 = the holding process's channel, taken atomically by `attach` (a second GET
 anywhere gets 409) and renewed every `RENEW_S` while the stream is open, so
 that the GET stream of a process that died is free again after `LEASE_S`.
+A resume takes the lease whoever holds it (`take_over`), and tells the
+holder, if it lives, to close its stream (a message on its channel that
+starts with a space, which no session id has): the client that resumes
+left that stream, and does not wait for a dead holder's lease to lapse.
 The event store's append script publishes each GET-stream event to the
 holder (one round trip with the append); this process's handler offers it
 to the stream. A resume (GET with ``Last-Event-ID``) replays from Redis,
@@ -43,6 +47,14 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
+return 0
+"""
+
+#: KEYS: holder; ARGV: channel, lease ms, the message to the previous holder.
+TAKE_OVER = """
+local previous = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if previous and previous ~= ARGV[1] then redis.call('PUBLISH', previous, ARGV[3]) end
 return 0
 """
 
@@ -88,9 +100,20 @@ class RedisBus:
     # ---- what other processes send ---------------------------------------------
 
     def _rung(self, message: bytes) -> None:
-        """An event for a GET stream held here (published by the append script)."""
+        """An event for a GET stream held here (published by the append script),
+        or, after a space, a session whose GET stream another process took over."""
+        if message[:1] == b" ":
+            self._taken_away(message[1:].decode())
+            return
         session_id, seq, event_id, data = message.split(b" ", 3)
         self._offer(session_id.decode(), int(seq), event_id, data)
+
+    def _taken_away(self, session_id: str) -> None:
+        stream = self.local.stream_of(session_id)
+        if stream is not None:
+            self.local.detach(session_id, stream)
+            self._offered.pop(session_id, None)
+            stream.close()
 
     def _offer(self, session_id: str, seq: int, event_id: bytes, data: bytes) -> None:
         stream = self.local.stream_of(session_id)
@@ -146,6 +169,20 @@ class RedisBus:
         if replayed is not None:
             await self.catch_up(session_id, *replayed)
         return True
+
+    async def take_over(self, session_id: str, subscriber: Subscriber) -> None:
+        link = self.link
+        self._released.discard(session_id)
+        with answering_503(link):
+            await link.script("take_over", TAKE_OVER)(
+                keys=[link.session_key(session_id, "holder")],
+                args=[link.process_channel, self._lease_ms, b" " + session_id.encode()],
+            )
+        replayed = self.link.replayed.pop(session_id, None)
+        await self.local.take_over(session_id, subscriber)
+        self._offered[session_id] = 0
+        if replayed is not None:
+            await self.catch_up(session_id, *replayed)
 
     async def catch_up(self, session_id: str, after: int, tag: str) -> None:
         """Offer the GET stream here what was added after `after` (the end of a
