@@ -16,7 +16,9 @@ import trio
 from _support import connect, mcp_post
 from interop_tours import (
     INTEROP,
+    NODE,
     PEER_PYTHON,
+    TS_SDK,
     check_python_tour,
     check_typescript_tour,
     needs_python_sdk,
@@ -135,18 +137,36 @@ async def open_streams(port: int) -> int:
     raise AssertionError(f"no mcp_server_streams in {reply.body!r}")
 
 
-@needs_python_sdk
-async def test_python_sdk_client_resumes_its_get_stream_when_its_replica_is_killed(
+def drill_command(client: str, url: str, count: int) -> list[str]:
+    if client == "python":
+        return [str(PEER_PYTHON), str(INTEROP / "python_sdk_get_drill.py"), url, str(count)]
+    return [str(NODE), str(INTEROP / "ts_sdk_get_drill.mjs"), str(TS_SDK), url, str(count)]
+
+
+@pytest.mark.parametrize(
+    "client_kind",
+    [
+        pytest.param("python", marks=needs_python_sdk),
+        pytest.param("typescript", marks=needs_ts_sdk),
+    ],
+)
+async def test_official_client_resumes_its_get_stream_when_its_replica_is_killed(
     start_redis: StartRedis,
     start_replica_processes: StartReplicaProcesses,
     start_proxy: StartProxy,
+    client_kind: str,
 ) -> None:
-    """The official Python client holds a session's GET stream through nginx;
-    the replica holding it is SIGKILLed after 4 numbered resource-updated
-    notifications have arrived; the replica that made the session sends 8
-    more meanwhile; the client resumes through nginx by itself (the SDK
-    reconnects its GET stream with Last-Event-ID on its own) and gets all 12
-    once, in order.
+    """An official client (Python, TypeScript) holds a session's GET stream
+    through nginx; the replica holding it is SIGKILLed after 4 numbered
+    resource-updated notifications have arrived; the replica that made the
+    session sends 8 more meanwhile, and one more once those came; the client
+    resumes through nginx by itself and gets all 13 once, in order.
+
+    Both SDKs resume a lost GET stream by themselves, with Last-Event-ID,
+    after the server's retry hint (1 s); the Python SDK tries one resume and
+    the TypeScript one two, a second apart, then the client goes on without
+    a GET stream. Both got 409 (the dead replica's lease lasts up to 3 s)
+    until a resume took the stream over.
 
     nginx runs the deployed file without its owner lines (round robin, as in
     test_round_robin_with_redis_serves_a_session_on_every_replica): with them
@@ -159,12 +179,7 @@ async def test_python_sdk_client_resumes_its_get_stream_when_its_replica_is_kill
     redis = await start_redis()
     replicas = await start_replica_processes(redis.url, "--metrics")
     port = await start_proxy("nginx-round-robin", {n: r.port for n, r in replicas.items()})
-    command = [
-        str(PEER_PYTHON),
-        str(INTEROP / "python_sdk_get_drill.py"),
-        f"http://127.0.0.1:{port}/mcp",
-        str(BEFORE + AFTER + 1),
-    ]
+    command = drill_command(client_kind, f"http://127.0.0.1:{port}/mcp", BEFORE + AFTER + 1)
     client = await trio.lowlevel.open_process(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
@@ -189,7 +204,6 @@ async def test_python_sdk_client_resumes_its_get_stream_when_its_replica_is_kill
         received = [line["updated"] for line in lines.seen if "updated" in line]
         assert received == [uri(n) for n in range(1, BEFORE + AFTER + 2)]
         # one GET, then one resume with Last-Event-ID, answered at once
-        # (the client gives up after a second refusal)
         gets = [line for line in lines.seen if "get" in line]
         assert [g["get"] for g in gets] == [200, 200], gets
         assert gets[0]["last_event_id"] is None and gets[1]["last_event_id"], gets
