@@ -6,6 +6,8 @@ a resume what it lost otherwise, and the bus recovers by itself."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from _support import MCP, EventReader, connect
@@ -20,6 +22,9 @@ from redis_fixtures import (
 )
 
 from trio_mcp import Server
+from trio_mcp._stores._bus import Frame, frame_bytes
+from trio_mcp._stores._redis import RedisLink
+from trio_mcp._stores._redis_bus import RedisBus
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
@@ -98,6 +103,61 @@ async def test_a_resume_elsewhere_takes_the_stream_over_from_its_holder(
     await resumed.client.stream.aclose()
     await stream.client.stream.aclose()
     await mcp.client.stream.aclose()
+
+
+class Frames:
+    """A GET stream's live end that keeps the event ids offered to it."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.ids: list[bytes] = []
+
+    def offer(self, frame: Frame, now: float | None = None) -> bool:
+        self.ids.append(frame_bytes(frame).split(b"\n", 1)[0].removeprefix(b"id: "))
+        return True
+
+    async def send(self, frame: Frame) -> bool:
+        return self.offer(frame)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_live_event_during_the_catch_up_of_a_resume_waits_for_older_ones(
+    start_redis: StartRedis,
+) -> None:
+    """A resume replays what Redis has, takes the stream, then reads what was
+    added in between (the catch-up); an event that arrives live meanwhile (a
+    newer one, published to the new holder) waits for those older ones, so
+    neither is skipped."""
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    bus = RedisBus(link)
+    since = link.script
+
+    def scripts(name: str, source: str) -> Any:
+        script = since(name, source)
+        if name != "since":
+            return script
+
+        async def first_a_live_event(**arguments: Any) -> Any:
+            # (what the channel's handler does with event 7, published by the append)
+            link.handlers[link.process_channel](b"s 7 t-0-7 " + b"{}")
+            return await script(**arguments)
+
+        return first_a_live_event
+
+    link.script = scripts  # type: ignore[method-assign]
+    async with link.opened():
+        for seq in (6, 7):  # (added after the replay, which ended at 5)
+            await link.client.xadd(
+                link.session_key("s", "x:0"), {b"d": b"{}"}, identifier=f"{seq}-0"
+            )
+        stream = Frames()
+        await bus.local.attach("s", stream)
+        await bus.catch_up("s", 5, "t")
+    assert stream.ids == [b"t-0-6", b"t-0-7"]
 
 
 async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(

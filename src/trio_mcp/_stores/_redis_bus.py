@@ -93,6 +93,9 @@ class RedisBus:
         self._released: set[str] = set()
         #: the newest event sequence each GET stream here was offered
         self._offered: dict[str, int] = {}
+        #: the live events of the GET streams catching up, kept until the
+        #: older ones read from Redis are offered (else those would be skipped)
+        self._catching_up: dict[str, list[tuple[int, bytes, bytes]]] = {}
         self._wake = trio.Event()
         link.handlers[link.process_channel] = self._rung
         link.tasks.append(self._renew)
@@ -106,7 +109,15 @@ class RedisBus:
             self._taken_away(message[1:].decode())
             return
         session_id, seq, event_id, data = message.split(b" ", 3)
-        self._offer(session_id.decode(), int(seq), event_id, data)
+        self._arrived(session_id.decode(), int(seq), event_id, data)
+
+    def _arrived(self, session_id: str, seq: int, event_id: bytes, data: bytes) -> None:
+        """A live event of a GET stream here: offered, or kept while it catches up."""
+        waiting = self._catching_up.get(session_id)
+        if waiting is not None:
+            waiting.append((seq, event_id, data))
+        else:
+            self._offer(session_id, seq, event_id, data)
 
     def _taken_away(self, session_id: str) -> None:
         stream = self.local.stream_of(session_id)
@@ -189,12 +200,20 @@ class RedisBus:
         replay) before its lease was taken."""
         link = self.link
         self._offered[session_id] = after
-        entries = await link.script("since", SINCE)(
-            keys=[link.session_key(session_id, "x:0")], args=[after]
-        )
+        waiting: list[tuple[int, bytes, bytes]] = []
+        self._catching_up[session_id] = waiting
+        try:
+            entries = await link.script("since", SINCE)(
+                keys=[link.session_key(session_id, "x:0")], args=[after]
+            )
+        finally:
+            if self._catching_up.get(session_id) is waiting:
+                del self._catching_up[session_id]
         for entry_id, fields in entries:
             seq = int(entry_id.split(b"-", 1)[0])
             self._offer(session_id, seq, f"{tag}-0-{seq}".encode(), fields[1])
+        for seq, event_id, data in waiting:
+            self._offer(session_id, seq, event_id, data)
 
     def detach(self, session_id: str, subscriber: Subscriber) -> None:
         if self.local.stream_of(session_id) is subscriber:
@@ -214,7 +233,7 @@ class RedisBus:
         stream = self.local.stream_of(session_id)
         if stream is not None:
             seq = int(event_id.rsplit("-", 1)[1])
-            self._offer(session_id, seq, event_id.encode(), data)
+            self._arrived(session_id, seq, event_id.encode(), data)
 
     async def deliver(
         self, session_ids: list[str], event_ids: list[str], data: bytes, now: float
