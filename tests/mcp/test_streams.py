@@ -274,7 +274,8 @@ async def test_a_resume_takes_over_a_get_stream_the_server_still_holds(start_mcp
             await old.head(get_request(session))
             app.log("info", 1)
             last_id, _ = await old.message()
-            app.log("info", 2)  # (the client never reads it from c1)
+            app.log("info", 2)  # (sent on c1, which the client has lost)
+            assert (await old.message())[1]["params"]["data"] == 2
             resumed = EventReader(c2)
             head = await resumed.head(get_request(session, last_event_id=last_id))
             assert head.status_code == 200
