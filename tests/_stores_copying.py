@@ -150,6 +150,10 @@ class AwaitingBus:
         attached: bool = await self.inner.attach(session_id, subscriber)
         return attached
 
+    async def take_over(self, session_id: str, subscriber: Subscriber) -> None:
+        await trio.lowlevel.checkpoint()
+        await self.inner.take_over(session_id, subscriber)
+
     async def send(self, session_id: str, event_id: str, data: bytes, now: float) -> None:
         await trio.lowlevel.checkpoint()
         await self.inner.send(session_id, event_id, data, now)

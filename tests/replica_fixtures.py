@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -193,3 +194,83 @@ async def start_proxy(tmp_path: Path) -> AsyncIterator[StartProxy]:
                 proc.wait()
             assert proc.stderr is not None
             proc.stderr.close()
+
+
+# ---- replicas as processes of their own, sharing a Redis -----------------------
+
+#: The application the replica processes serve: the interop tests' target.
+EVERYTHING = f"{Path(__file__).resolve().parents[1] / 'examples' / 'everything.py'}:server"
+#: How long three processes may take to start answering (imports on a busy machine).
+PROCESSES_START_S = 60.0
+
+
+class ReplicaProcess:
+    """One ``trio-mcp run --redis-url`` process; `kill` is the SIGKILL drill."""
+
+    def __init__(self, name: str, proc: subprocess.Popen[bytes], port: int) -> None:
+        self.name = name
+        self.proc = proc
+        self.port = port
+
+    def kill(self) -> None:
+        """SIGKILL, by PID."""
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+StartReplicaProcesses = Callable[..., Awaitable[dict[str, ReplicaProcess]]]
+
+
+@pytest.fixture
+async def start_replica_processes(tmp_path: Path) -> AsyncIterator[StartReplicaProcesses]:
+    """``await start_replica_processes(redis_url, *flags, target=EVERYTHING)``: r1, r2
+    and r3 as ``trio-mcp run`` processes of their own, each with its owner
+    name, one requestState key ring (from a file, as the deployed file says)
+    and the Redis at `redis_url`, trusting the proxy's forwarding headers;
+    answering once this returns, and killed by PID at teardown."""
+    keys = tmp_path / "request-state-keys"
+    keys.write_text("\n".join(KEYS) + "\n")
+    started: list[ReplicaProcess] = []
+
+    async def start(
+        redis_url: str, *flags: str, target: str = EVERYTHING
+    ) -> dict[str, ReplicaProcess]:
+        replicas = {}
+        for name in NAMES:
+            port = free_port()
+            log = (tmp_path / f"replica-{name}.log").open("wb")
+            proc = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "trio_mcp", "run", target),
+                    *("--port", str(port), "--owner-name", name),
+                    *("--redis-url", redis_url, "--request-state-keys-file", str(keys)),
+                    *("--forwarded-allow-ips", "127.0.0.1", "--log-level", "warning"),
+                    *flags,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            log.close()
+            replicas[name] = ReplicaProcess(name, proc, port)
+            started.append(replicas[name])
+        with trio.fail_after(PROCESSES_START_S):
+            for replica in replicas.values():
+                while True:
+                    if replica.proc.poll() is not None:
+                        logged = (tmp_path / f"replica-{replica.name}.log").read_text()
+                        raise AssertionError(f"replica {replica.name} exited: {logged}")
+                    try:
+                        stream = await trio.open_tcp_stream("127.0.0.1", replica.port)
+                    except OSError:
+                        await trio.sleep(0.05)
+                        continue
+                    await stream.aclose()
+                    break
+        return replicas
+
+    try:
+        yield start
+    finally:
+        for replica in started:
+            replica.kill()

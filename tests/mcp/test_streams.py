@@ -258,6 +258,38 @@ async def test_get_stream_resumes_with_exactly_the_missed_events(start_mcp) -> N
             assert (await reader.message())[1]["params"]["data"] == 5
 
 
+async def test_a_resume_takes_over_a_get_stream_the_server_still_holds(start_mcp) -> None:
+    """A client whose GET stream's connection died where the server cannot see
+    it yet (a dead socket is found when a write fails) resumes with
+    Last-Event-ID: it is answered at once, not 409 (which the official clients
+    retry only twice, a second apart, then go without a stream), gets what it
+    missed, and the stream the server held ends."""
+    app = notifying_app()
+    server = await start_mcp(app)
+    port = server.ports[0]
+    session = await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as c1, await connect(port) as c2:
+            old = EventReader(c1)
+            await old.head(get_request(session))
+            app.log("info", 1)
+            last_id, _ = await old.message()
+            app.log("info", 2)  # (sent on c1, which the client has lost)
+            assert (await old.message())[1]["params"]["data"] == 2
+            resumed = EventReader(c2)
+            head = await resumed.head(get_request(session, last_event_id=last_id))
+            assert head.status_code == 200
+            assert (await resumed.message())[1]["params"]["data"] == 2
+            with pytest.raises(EOFError):
+                await _drain(old)
+            app.log("info", 3)
+            assert (await resumed.message())[1]["params"]["data"] == 3
+            # a new stream (no Last-Event-ID) beside it is still refused
+            async with await connect(port) as c3:
+                await c3.send(get_request(session))
+                assert (await c3.read_reply()).status == 409
+
+
 async def test_post_stream_closed_mid_call_is_resumed_to_the_end(start_mcp) -> None:
     app = Server("resume")
     release = trio.Event()

@@ -105,7 +105,7 @@ async def test_replica_processes_serve_one_session_and_survive_a_sigkill(
         await stream.client.stream.aclose()
         for i in range(3):
             assert await call(port2, mcp, "poke", 30 + i) == (200, "poked")
-        # the client resumes on replica 3 (409 until replica 1's lease lapses)
+        # the client resumes on replica 3 (taking the stream over at once)
         resumed = await open_get(port3, mcp, last_event_id=seen[-1][0])
         assert await call(port2, mcp, "poke", 40) == (200, "poked")
         got = [await next_message(resumed) for _ in range(4)]

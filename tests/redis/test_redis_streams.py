@@ -6,6 +6,8 @@ a resume what it lost otherwise, and the bus recovers by itself."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import trio
 from _support import MCP, EventReader, connect
@@ -20,6 +22,9 @@ from redis_fixtures import (
 )
 
 from trio_mcp import Server
+from trio_mcp._stores._bus import Frame, frame_bytes
+from trio_mcp._stores._redis import RedisLink
+from trio_mcp._stores._redis_bus import RedisBus
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
@@ -60,6 +65,99 @@ async def test_a_get_stream_hears_what_another_replica_sends_and_resumes_elsewhe
     assert len(got) == 4
     await resumed.client.stream.aclose()
     await mcp.client.stream.aclose()
+
+
+async def until_it_ends(stream: EventReader) -> None:
+    while True:
+        await stream.message()
+
+
+async def test_a_resume_elsewhere_takes_the_stream_over_from_its_holder(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    """A client that lost its GET stream resumes with Last-Event-ID on another
+    replica while the first still holds the lease (it has not noticed yet; had
+    it died, its lease would last up to 3 s more): the resume is answered at
+    once, not 409 (which the official clients retry only twice, a second
+    apart, then go without a stream), gets what it missed and what comes
+    next, and the first replica's stream ends."""
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    mcp = await session_on(two)
+    stream = await open_get(one, mcp)
+    changed(apps[1], 1)
+    first = await next_message(stream)
+    changed(apps[1], 2)  # (the client never reads these from replica 1)
+    resumed = EventReader(await connect(two))
+    with trio.fail_after(EVENT_WAIT_S):
+        head = await resumed.head(get_request(mcp, last_event_id=first[0]))
+    assert head.status_code == 200
+    changed(apps[1], 1)
+    got = [await next_message(resumed) for _ in range(3)]
+    ids = [event_id for event_id, _ in [first, *got]]
+    sequences = [int(event_id.rsplit("-", 1)[1]) for event_id in ids]  # type: ignore[union-attr]
+    assert sequences == sorted(set(sequences)), ids  # once each, in order
+    with trio.fail_after(EVENT_WAIT_S), pytest.raises(EOFError):
+        await until_it_ends(stream)
+    await resumed.client.stream.aclose()
+    await stream.client.stream.aclose()
+    await mcp.client.stream.aclose()
+
+
+class Frames:
+    """A GET stream's live end that keeps the event ids offered to it."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.ids: list[bytes] = []
+
+    def offer(self, frame: Frame, now: float | None = None) -> bool:
+        self.ids.append(frame_bytes(frame).split(b"\n", 1)[0].removeprefix(b"id: "))
+        return True
+
+    async def send(self, frame: Frame) -> bool:
+        return self.offer(frame)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_live_event_during_the_catch_up_of_a_resume_waits_for_older_ones(
+    start_redis: StartRedis,
+) -> None:
+    """A resume replays what Redis has, takes the stream, then reads what was
+    added in between (the catch-up); an event that arrives live meanwhile (a
+    newer one, published to the new holder) waits for those older ones, so
+    neither is skipped."""
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    bus = RedisBus(link)
+    since = link.script
+
+    def scripts(name: str, source: str) -> Any:
+        script = since(name, source)
+        if name != "since":
+            return script
+
+        async def first_a_live_event(**arguments: Any) -> Any:
+            # (what the channel's handler does with event 7, published by the append)
+            link.handlers[link.process_channel](b"s 7 t-0-7 " + b"{}")
+            return await script(**arguments)
+
+        return first_a_live_event
+
+    link.script = scripts  # type: ignore[method-assign]
+    async with link.opened():
+        for seq in (6, 7):  # (added after the replay, which ended at 5)
+            await link.client.xadd(
+                link.session_key("s", "x:0"), {b"d": b"{}"}, identifier=f"{seq}-0"
+            )
+        stream = Frames()
+        await bus.local.attach("s", stream)
+        await bus.catch_up("s", 5, "t")
+    assert stream.ids == [b"t-0-6", b"t-0-7"]
 
 
 async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(

@@ -383,7 +383,9 @@ class SessionsTransport:
             number, backlog = found
         outbox = Outbox(self.config.stream_queue_bytes)
         if number == 0:
-            if not await self.bus.attach(session.id, outbox):
+            if last is not None:  # the client lost its stream: this one replaces it
+                await self.bus.take_over(session.id, outbox)
+            elif not await self.bus.attach(session.id, outbox):
                 raise refuse(409, "Conflict: this session already has a GET stream")
         elif not await self.bus.resume(session.id, number, outbox):
             outbox.close()  # that POST has finished: replay, then end

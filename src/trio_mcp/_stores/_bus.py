@@ -12,7 +12,13 @@ one's place without a change to the endpoint):
 
 - `attach` gives a session its one standalone stream atomically (False: it
   has one, wherever it is); `detach` ends that, and only if it is still the
-  one attached.
+  one attached. `take_over` is the resume (GET with ``Last-Event-ID``) of
+  that stream: the new subscriber replaces the one attached, wherever it is,
+  which is closed. A client resumes because it lost its stream, and the
+  server may not know yet (a dead socket is found when a write fails; a
+  dead process's lease lapses later), so a resume is never refused with
+  409 the way a second stream is; clients retry a refused resume only a
+  few times, then go without their stream.
 - `send` delivers an event (its data and the id the event store gave it) to
   a session's standalone stream, wherever that is (a shared bus publishes it
   to the process that holds the stream: one round trip, and a subscription
@@ -25,7 +31,7 @@ one's place without a change to the endpoint):
   that stream ends.
 - Delivery is at most once and in order per stream; a subscriber that
   cannot keep up is dropped, never waited for.
-- `attach`, `send`, `deliver` and `resume` are async (they may cross
+- `attach`, `take_over`, `send`, `deliver` and `resume` are async (they may cross
   processes); the rest act on this process's streams and are not.
 """
 
@@ -108,6 +114,11 @@ class Bus(Protocol):
 
     async def attach(self, session_id: str, subscriber: Subscriber) -> bool:
         """Make `subscriber` the session's standalone stream; False if it has one."""
+        ...
+
+    async def take_over(self, session_id: str, subscriber: Subscriber) -> None:
+        """Make `subscriber` the session's standalone stream, closing the one it
+        had, wherever that is (a resume)."""
         ...
 
     def detach(self, session_id: str, subscriber: Subscriber) -> None:
@@ -198,6 +209,12 @@ class MemoryBus:
             return False
         self._streams[session_id] = subscriber
         return True
+
+    async def take_over(self, session_id: str, subscriber: Subscriber) -> None:
+        previous = dict.get(self._streams, session_id)
+        self._streams[session_id] = subscriber
+        if previous is not None:
+            previous.close()
 
     def detach(self, session_id: str, subscriber: Subscriber) -> None:
         if dict.get(self._streams, session_id) is subscriber:

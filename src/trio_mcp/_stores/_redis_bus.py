@@ -6,6 +6,10 @@ is who holds each session's GET stream: a lease, ``<prefix>:{<id>}:holder``
 = the holding process's channel, taken atomically by `attach` (a second GET
 anywhere gets 409) and renewed every `RENEW_S` while the stream is open, so
 that the GET stream of a process that died is free again after `LEASE_S`.
+A resume takes the lease whoever holds it (`take_over`), and tells the
+holder, if it lives, to close its stream (a message on its channel that
+starts with a space, which no session id has): the client that resumes
+left that stream, and does not wait for a dead holder's lease to lapse.
 The event store's append script publishes each GET-stream event to the
 holder (one round trip with the append); this process's handler offers it
 to the stream. A resume (GET with ``Last-Event-ID``) replays from Redis,
@@ -47,6 +51,14 @@ end
 return 0
 """
 
+#: KEYS: holder; ARGV: channel, lease ms, the message to the previous holder.
+TAKE_OVER = """
+local previous = redis.call('GET', KEYS[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if previous and previous ~= ARGV[1] then redis.call('PUBLISH', previous, ARGV[3]) end
+return 0
+"""
+
 #: ARGV: channel, lease ms, prefix, renewed ids..., '', released ids...
 RENEW = """
 local i = 4
@@ -83,6 +95,9 @@ class RedisBus:
         self._released: set[str] = set()
         #: the newest event sequence each GET stream here was offered
         self._offered: dict[str, int] = {}
+        #: the live events of the GET streams catching up, kept until the
+        #: older ones read from Redis are offered (else those would be skipped)
+        self._catching_up: dict[str, list[tuple[int, bytes, bytes]]] = {}
         self._wake = trio.Event()
         link.handlers[link.process_channel] = self._rung
         link.tasks.append(self._renew)
@@ -90,9 +105,28 @@ class RedisBus:
     # ---- what other processes send ---------------------------------------------
 
     def _rung(self, message: bytes) -> None:
-        """An event for a GET stream held here (published by the append script)."""
+        """An event for a GET stream held here (published by the append script),
+        or, after a space, a session whose GET stream another process took over."""
+        if message[:1] == b" ":
+            self._taken_away(message[1:].decode())
+            return
         session_id, seq, event_id, data = message.split(b" ", 3)
-        self._offer(session_id.decode(), int(seq), event_id, data)
+        self._arrived(session_id.decode(), int(seq), event_id, data)
+
+    def _arrived(self, session_id: str, seq: int, event_id: bytes, data: bytes) -> None:
+        """A live event of a GET stream here: offered, or kept while it catches up."""
+        waiting = self._catching_up.get(session_id)
+        if waiting is not None:
+            waiting.append((seq, event_id, data))
+        else:
+            self._offer(session_id, seq, event_id, data)
+
+    def _taken_away(self, session_id: str) -> None:
+        stream = self.local.stream_of(session_id)
+        if stream is not None:
+            self.local.detach(session_id, stream)
+            self._offered.pop(session_id, None)
+            stream.close()
 
     def _offer(self, session_id: str, seq: int, event_id: bytes, data: bytes) -> None:
         stream = self.local.stream_of(session_id)
@@ -149,17 +183,39 @@ class RedisBus:
             await self.catch_up(session_id, *replayed)
         return True
 
+    async def take_over(self, session_id: str, subscriber: Subscriber) -> None:
+        link = self.link
+        self._released.discard(session_id)
+        with answering_503(link):
+            await link.script("take_over", TAKE_OVER)(
+                keys=[link.session_key(session_id, "holder")],
+                args=[link.process_channel, self._lease_ms, b" " + session_id.encode()],
+            )
+        replayed = self.link.replayed.pop(session_id, None)
+        await self.local.take_over(session_id, subscriber)
+        self._offered[session_id] = 0
+        if replayed is not None:
+            await self.catch_up(session_id, *replayed)
+
     async def catch_up(self, session_id: str, after: int, tag: str) -> None:
         """Offer the GET stream here what was added after `after` (the end of a
         replay) before its lease was taken."""
         link = self.link
         self._offered[session_id] = after
-        entries = await link.script("since", SINCE)(
-            keys=[link.session_key(session_id, "x:0")], args=[after]
-        )
+        waiting: list[tuple[int, bytes, bytes]] = []
+        self._catching_up[session_id] = waiting
+        try:
+            entries = await link.script("since", SINCE)(
+                keys=[link.session_key(session_id, "x:0")], args=[after]
+            )
+        finally:
+            if self._catching_up.get(session_id) is waiting:
+                del self._catching_up[session_id]
         for entry_id, fields in entries:
             seq = int(entry_id.split(b"-", 1)[0])
             self._offer(session_id, seq, f"{tag}-0-{seq}".encode(), fields[1])
+        for seq, event_id, data in waiting:
+            self._offer(session_id, seq, event_id, data)
 
     def detach(self, session_id: str, subscriber: Subscriber) -> None:
         if self.local.stream_of(session_id) is subscriber:
@@ -179,7 +235,7 @@ class RedisBus:
         stream = self.local.stream_of(session_id)
         if stream is not None:
             seq = int(event_id.rsplit("-", 1)[1])
-            self._offer(session_id, seq, event_id.encode(), data)
+            self._arrived(session_id, seq, event_id.encode(), data)
 
     async def deliver(
         self, session_ids: list[str], event_ids: list[str], data: bytes, now: float
