@@ -191,7 +191,7 @@ class RedisBus:
                 keys=[link.session_key(session_id, "holder")],
                 args=[link.process_channel, self._lease_ms, b" " + session_id.encode()],
             )
-        replayed = self.link.replayed.pop(session_id, None)
+        replayed = self.link.replayed.pop((session_id, 0), None)
         await self.local.take_over(session_id, subscriber)
         self._offered[session_id] = 0
         if replayed is not None:
