@@ -21,10 +21,12 @@ from redis_fixtures import (
     open_get,
 )
 
-from trio_mcp import Server
+from trio_mcp import MCPConfig, Server
 from trio_mcp._stores._bus import Frame, frame_bytes
 from trio_mcp._stores._redis import RedisLink
 from trio_mcp._stores._redis_bus import RedisBus
+from trio_mcp._stores._redis_events import RedisEventStore
+from trio_mcp._stores._redis_posts import PostLeases
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
@@ -133,7 +135,7 @@ async def test_a_live_event_during_the_catch_up_of_a_resume_waits_for_older_ones
     neither is skipped."""
     redis = await start_redis()
     link = RedisLink(redis.url, "")
-    bus = RedisBus(link)
+    bus = RedisBus(link, PostLeases(link, RedisEventStore(link, MCPConfig(), 0.0)))
     since = link.script
 
     def scripts(name: str, source: str) -> Any:
