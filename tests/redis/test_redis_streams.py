@@ -22,6 +22,7 @@ from redis_fixtures import (
 )
 
 from trio_mcp import MCPConfig, Server
+from trio_mcp._errors import EventsLost
 from trio_mcp._stores._bus import Frame, frame_bytes
 from trio_mcp._stores._redis import RedisLink
 from trio_mcp._stores._redis_bus import RedisBus
@@ -265,3 +266,28 @@ async def test_a_broadcast_reaches_every_session_s_stream_on_another_replica(
         await stream.client.stream.aclose()
     for mcp in sessions:
         await mcp.client.stream.aclose()
+
+
+async def test_post_streams_dropped_whole_leave_no_field_each_and_resume_as_lost(
+    start_redis: StartRedis,
+) -> None:
+    # (a long session's many SSE answers: its event hash stays bounded, and
+    # a resume of a stream the byte bound dropped is told so, 410)
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    config = MCPConfig(event_buffer_session_bytes=4096)
+    events = RedisEventStore(link, config, 0.0)
+    async with link.opened():
+        first_ids = []
+        for _ in range(60):
+            number = await events.open_stream("s")
+            first_ids.append(await events.append("s", number, b"", 0.0))
+            await events.append("s", number, b"x" * 300, 0.0)
+        await events.write()
+        fields = await link.client.hkeys(link.session_key("s", "e"))
+        # (the streams still kept: at most the bound over the smallest stream)
+        assert len(fields) < 4 + 3 * (4096 // 300), fields
+        with pytest.raises(EventsLost):
+            await events.replay("s", first_ids[0], 0.0)
+        found = await events.replay("s", first_ids[-1], 0.0)
+        assert found is not None and [e.data for e in found[1]] == [b"x" * 300]

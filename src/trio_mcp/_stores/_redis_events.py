@@ -6,7 +6,10 @@ whose entry ids are the session's event sequence numbers (``<seq>-0``), so
 a replay is one XRANGE after the client's last event. Beside them a hash
 (``<prefix>:{<id>}:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
-counts entries, not bytes) and, per stream, the newest sequence dropped.
+counts entries, not bytes) and, per stream, the newest sequence dropped;
+for the POST streams the session's byte bound dropped whole (the oldest
+first), one watermark, the newest such stream, so that the hash holds
+fields for the streams Redis still has only.
 
 `append` is one script, one round trip: it numbers the event, adds it,
 drops what the bounds (`EventLimits`: count, bytes, age; the session's bytes
@@ -102,8 +105,17 @@ if cost > max_cost then
   for _, other in ipairs(streams) do
     if cost <= max_cost then break end
     local key = (string.gsub(stream, ':x:%d+$', ':x:' .. other))
-    local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
-    if last then redis.call('HSET', meta, 'l:' .. other, string.match(last[1], '^(%d+)')) end
+    if other == 0 then
+      local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+      if last then redis.call('HSET', meta, 'l:0', string.match(last[1], '^(%d+)')) end
+    else
+      -- (one watermark for the POST streams dropped whole, oldest first: a
+      -- field for each would grow the hash for the session's whole life)
+      redis.call('HDEL', meta, 'l:' .. other)
+      if other > tonumber(redis.call('HGET', meta, 'lw') or '0') then
+        redis.call('HSET', meta, 'lw', other)
+      end
+    end
     local count = redis.call('XLEN', key)
     local held = tonumber(redis.call('HGET', meta, 'b:' .. other) or '0')
     cost = redis.call('HINCRBY', meta, 'cost', -(held + count * OVERHEAD))
@@ -159,6 +171,10 @@ if tonumber(n) > opened and redis.call('HEXISTS', meta, 'x:' .. n) == 0 and not 
   return {'none'}
 end
 if lost and tonumber(lost) > after then return {'lost'} end
+if n ~= '0' and redis.call('HEXISTS', meta, 'x:' .. n) == 0
+   and tonumber(n) <= tonumber(redis.call('HGET', meta, 'lw') or '0') then
+  return {'lost'}
+end
 local entries = redis.call('XRANGE', KEYS[2], '(' .. after .. '-0', '+')
 local oldest_allowed = now - tonumber(ARGV[3])
 for _, entry in ipairs(entries) do

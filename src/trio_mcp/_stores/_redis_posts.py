@@ -84,7 +84,9 @@ return {
   redis.call('GET', KEYS[4]) or '',
   redis.call('GET', KEYS[5]) or '',
   redis.call('HGET', KEYS[1], 'tag') or '',
-  redis.call('HGET', KEYS[1], 'l:' .. n) or '0',
+  (redis.call('EXISTS', KEYS[2]) == 0
+   and tonumber(n) <= tonumber(redis.call('HGET', KEYS[1], 'lw') or '0')
+   and '9007199254740992') or redis.call('HGET', KEYS[1], 'l:' .. n) or '0',
   redis.call('XRANGE', KEYS[2], '(' .. ARGV[2] .. '-0', '+'),
 }
 """
