@@ -138,18 +138,24 @@ async def post_slow_call(port: int, mcp: MCP, seconds: float, id: int) -> EventR
     return reader
 
 
-async def resumed_to_the_end(port: int, mcp: MCP, last_event_id: str) -> list[dict]:
-    """The messages a GET with `last_event_id` on `port` gets, until its end."""
-    reader = await open_get(port, mcp, last_event_id=last_event_id)
+async def to_the_end(reader: EventReader) -> list[tuple[str | None, dict]]:
+    """The messages (and their event ids) a stream gets until its end; then
+    its connection is closed."""
     messages = []
     with trio.fail_after(EVENT_WAIT_S):
         try:
             while True:
-                messages.append((await reader.message())[1])
+                messages.append(await reader.message())
         except EOFError:
             pass
     await reader.client.stream.aclose()
     return messages
+
+
+async def resumed_to_the_end(port: int, mcp: MCP, last_event_id: str) -> list[dict]:
+    """The messages a GET with `last_event_id` on `port` gets, until its end."""
+    reader = await open_get(port, mcp, last_event_id=last_event_id)
+    return [message for _, message in await to_the_end(reader)]
 
 
 async def test_a_post_stream_resumed_on_another_replica_gets_its_live_answer(
@@ -243,25 +249,8 @@ async def test_a_post_stream_s_events_numbered_by_its_replica_replay_on_another(
         stream = await post_slow_call(port1, mcp, 0.0, 10)
         priming_id, priming, _ = await stream.event()
         assert priming_id is not None and priming == b""
-        live = []
-        with trio.fail_after(EVENT_WAIT_S):
-            try:
-                while True:
-                    event_id, data, _ = await stream.event()
-                    if data:
-                        live.append((event_id, orjson.loads(data)))
-            except EOFError:
-                pass
-        await stream.client.stream.aclose()
+        live = await to_the_end(stream)
         assert [message.get("id") for _, message in live] == [None, 10]
-        reader = await open_get(port2, mcp, last_event_id=priming_id)
-        replayed = []
-        with trio.fail_after(EVENT_WAIT_S):
-            try:
-                while True:
-                    replayed.append(await reader.message())
-            except EOFError:
-                pass
+        replayed = await to_the_end(await open_get(port2, mcp, last_event_id=priming_id))
         assert replayed == live
-        await reader.client.stream.aclose()
         await mcp.client.stream.aclose()

@@ -239,6 +239,15 @@ class RedisEventStore:
         self._max_age_ms = max(1, math.ceil(limits.max_age_s * 1000))
         #: the buffers live as long as their session may
         self.ttl_ms = max(1, math.ceil((config.session_idle_timeout_s + grace_s) * 1000))
+        #: the bounds every append passes its script (events, bytes, age ms,
+        #: the session's bytes, the TTL ms), in that order
+        self._bounds = [
+            limits.max_events,
+            limits.max_bytes,
+            self._max_age_ms,
+            limits.max_session_bytes,
+            self.ttl_ms,
+        ]
         #: POST streams produced here: (session id, n) -> [tag, next seq, last seq]
         self._blocks: dict[tuple[str, int], list[Any]] = {}
         #: events numbered here, not yet in Redis: (session id, n, seq, data)
@@ -283,13 +292,8 @@ class RedisEventStore:
             if not batch:
                 return
             link = self.link
-            limits = self.limits
             args: list[Any] = [
-                limits.max_events,
-                limits.max_bytes,
-                self._max_age_ms,
-                limits.max_session_bytes,
-                self.ttl_ms,
+                *self._bounds,
                 secrets.token_hex(4),
                 link.process_channel,
                 link.key(),
@@ -328,7 +332,6 @@ class RedisEventStore:
     ) -> tuple[list[str], list[Any]]:
         """The keys and arguments of the append script."""
         link = self.link
-        limits = self.limits
         keys = [
             link.session_key(session_id, "e"),
             link.session_key(session_id, f"x:{stream}"),
@@ -337,11 +340,7 @@ class RedisEventStore:
         args = [
             data,
             stream,
-            limits.max_events,
-            limits.max_bytes,
-            self._max_age_ms,
-            limits.max_session_bytes,
-            self.ttl_ms,
+            *self._bounds,
             secrets.token_hex(4),
             link.process_channel,
             session_id,

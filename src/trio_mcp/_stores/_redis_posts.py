@@ -134,6 +134,7 @@ class Following:
         "pending",
         "batch",
         "since",
+        "answered_for_since",
     )
 
     def __init__(
@@ -151,9 +152,11 @@ class Following:
         #: whether they came as a batch (answered with an array)
         self.pending: set[Any] | None = None
         self.batch = False
-        #: when the following began, or saw another process answer for a dead
-        #: producer (what is not known by then is waited for one lease)
+        #: when the following began (ids not known a lease later never will be)
         self.since = since
+        #: when it saw another process begin to answer for a dead producer
+        #: (an answer not there a lease later never will be)
+        self.answered_for_since: float | None = None
 
 
 class PostLeases:
@@ -184,9 +187,6 @@ class PostLeases:
         self._producing.discard((session_id, number))
         self._ended.append((session_id, number))
         self._wake.set()
-
-    def producing_streams(self) -> int:
-        return len(self._producing)
 
     async def _renew(self) -> None:
         """Write new leases, renew the others and mark ended streams, until cancelled."""
@@ -289,10 +289,9 @@ class PostLeases:
             return True  # (answered, or ended unanswered: a cancelled request)
         if ended == ABANDONED:
             # (another process answers for the dead producer: its answer comes next)
-            if following.since < 0:
-                return now + following.since > LEASE_S
-            following.since = -now
-            return False
+            if following.answered_for_since is None:
+                following.answered_for_since = now
+            return now - following.answered_for_since > LEASE_S
         if not held and await link.script("abandon", ABANDON)(keys=[meta, lease, mark], args=[]):
             await self._answer_for_the_dead(session_id, number, following)
         return False
