@@ -11,6 +11,7 @@ cimport cython
 cdef class Request:
     cdef public object method, target, path, query, http_minor, headers, singles, body, client
     cdef public object scheme
+    cdef public double started
 
 @cython.final
 cdef class Response:

@@ -59,6 +59,7 @@ class Request:
         "body",
         "client",
         "scheme",
+        "started",
     )
 
     def __init__(
@@ -98,6 +99,9 @@ class Request:
         #: "https" when the client used TLS: to us, or to the trusted proxy
         #: that says so.
         self.scheme = scheme
+        #: ``time.perf_counter()`` when it arrived whole, set by a server that
+        #: reports to an observer (metrics, the access log); else 0.
+        self.started = 0.0
 
     def header(self, name: bytes) -> bytes | None:
         """The value of header `name` (lowercase); for repeated headers, the first."""
@@ -422,7 +426,14 @@ class HTTP11Connection:
         self._head = None
         self._continue_due = False
         method_bytes, target_bytes, minor, headers, singles = head
-        method = method_bytes.decode("ascii")
+        # (the usual methods as the module's constants: their hashes are made
+        # once, and comparing them further on is an identity test)
+        if method_bytes == b"POST":
+            method = "POST"
+        elif method_bytes == b"GET":
+            method = "GET"
+        else:
+            method = method_bytes.decode("ascii")
         self._head_request = method == "HEAD"
         self.phase = RESPONDING
         if self.proxy is not None:

@@ -170,7 +170,9 @@ class ModernTransport:
         # closing the response stream cancels the request (SEP-2575)
         stream.on_broken = stream.cancel_scope.cancel
         observer = self.observer
-        started = perf_counter() if observer is not None else 0.0
+        started = 0.0
+        if observer is not None:  # (when the server saw it arrive, if it says)
+            started = request.started or perf_counter()
         answer: dict[str, Any] | None = None
         status = 499  # (unless an answer goes out: its client went, or it ran too long)
         try:

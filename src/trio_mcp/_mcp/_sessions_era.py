@@ -272,7 +272,9 @@ class SessionsTransport:
     ) -> None:
         """Answer the requests of one POST."""
         observer = self.observer
-        started = perf_counter() if observer is not None else 0.0
+        started = 0.0
+        if observer is not None:  # (when the server saw it arrive, if it says)
+            started = request.started or perf_counter()
         writer.time_limit_s = self.config.request_timeout_s
         stream = PostStream(self.broadcaster, writer, session, version, cors, messages, batch)
         runner = self.runner

@@ -4,36 +4,30 @@
 cimport cython
 from trio_mcp._observe._metrics cimport Histogram
 
-cdef class LineFormatter
 cdef class Operation
 
 @cython.final
 cdef class AccessLog:
-    cdef public object lines, json, path, principal_text, _stop, _thread
-    cdef public Py_ssize_t limit, dropped
-    cdef public double sample
-    cpdef add(self, record)
-    cpdef _flush(self, fd, LineFormatter formatter)
+    cdef public list pieces
+    cdef public Py_ssize_t waiting, limit, dropped, _ms, _second
+    cdef public double sample, _offset
+    cdef public object json, path, principal_text, _stop, _thread
+    cdef public object _stamp, _prefix, _sessions, _principals, _micros
+    cdef public object _no_session, _no_principal
+    @cython.locals(ms=cython.Py_ssize_t, us=cython.Py_ssize_t)
+    cpdef add(
+        self, double now, client, principal, Operation operation, Py_ssize_t status,
+        double seconds, session_id
+    )
+    @cython.locals(ms=cython.Py_ssize_t, second=cython.Py_ssize_t)
+    cpdef _stamp_of(self, double now)
+    cpdef _session(self, session_id)
+    cpdef _principal(self, principal)
+    cpdef _flush(self, fd)
 
 @cython.final
 cdef class Operation:
     cdef public Histogram histogram
-    cdef public object text, code_text, json, code_json
-
-@cython.final
-cdef class LineFormatter:
-    cdef public object principal_text, _stamp, _prefix, _hashes, _principals, _micros
-    cdef public Py_ssize_t _ms, _second
-    @cython.locals(ms=cython.Py_ssize_t, second=cython.Py_ssize_t)
-    cpdef stamp(self, double wall)
-    cpdef session(self, session_id)
-    cpdef tuple principal(self, principal)
-    @cython.locals(us=cython.Py_ssize_t)
-    cpdef str micros(self, double seconds)
-    @cython.locals(operation=Operation)
-    cpdef text_line(self, tuple record, double offset)
-    @cython.locals(operation=Operation)
-    cpdef json_line(self, tuple record, double offset)
+    cdef public object is_error, version, ok, head, tail
 
 cpdef _status(Py_ssize_t status)
-

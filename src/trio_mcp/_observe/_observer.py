@@ -20,14 +20,9 @@ from .._config import MCPConfig
 from ._access_log import AccessLog, Operation, PrincipalText
 from ._metrics import RAW_KEYS_MAX, Metrics
 
-#: The methods that have a target, and the parameter that names it.
-_TARGETS: Final = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "resources/subscribe": "uri",
-    "resources/unsubscribe": "uri",
-}
+#: The methods whose target is a resource (``uri``); tools/call and
+#: prompts/get name theirs (``name``).
+_URI_TARGETS: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 #: The JSON-RPC code of a quota's refusal inside an answer already under way.
 _TOO_MANY_REQUESTS: Final = -31429
 
@@ -42,6 +37,7 @@ class Observer:
         "server",
         "gauges",
         "_operations",
+        "_answered",
         "_session_starts",
         "_max_sessions",
     )
@@ -56,6 +52,9 @@ class Observer:
         #: (method, name, code, is_error, version) -> its `Operation`: the
         #: requests' own keys, so that each costs one lookup (`RAW_KEYS_MAX`).
         self._operations: dict[tuple[str, str | None, int | None, bool, str], Operation] = {}
+        #: method -> name -> the `Operation` of its last answer without an
+        #: error code (among `_operations`: as bounded)
+        self._answered: dict[str, dict[str | None, Operation]] = {}
         #: When each session that began here began (for its duration).
         self._session_starts: dict[str, float] = {}
         self._max_sessions = max_sessions
@@ -81,22 +80,34 @@ class Observer:
         code = None
         is_error = False
         if answer is not None:
-            error = dict.get(answer, "error")
-            if error is not None:
-                found = error.get("code") if type(error) is dict else None
-                code = found if type(found) is int else None
+            # (a result first: nearly every answer has one, so one lookup)
+            result = dict.get(answer, "result")
+            if result is None:
+                error = dict.get(answer, "error")
+                if error is not None:
+                    found = error.get("code") if type(error) is dict else None
+                    code = found if type(found) is int else None
             elif method == "tools/call":
-                result = dict.get(answer, "result")
                 is_error = type(result) is dict and dict.get(result, "isError") is True
+        # the target's name (tools/call tested first: it is the common request)
         name = None
-        target = dict.get(_TARGETS, method)
-        if target is not None:
-            found = dict.get(params, target)
+        if method == "tools/call" or method == "prompts/get":
+            found = dict.get(params, "name")
             name = found if type(found) is str else None  # (a client's list is no key)
-        key = (method, name, code, is_error, version)
-        operation = dict.get(self._operations, key)
+        elif method in _URI_TARGETS:
+            found = dict.get(params, "uri")
+            name = found if type(found) is str else None
+        operation = None
+        if code is None:  # (the usual outcome: found by method, then by name)
+            by_name = dict.get(self._answered, method)
+            if by_name is not None:
+                operation = dict.get(by_name, name)
+                if operation is not None and (
+                    operation.is_error is not is_error or operation.version != version
+                ):
+                    operation = None
         if operation is None:
-            operation = self._operation(key)
+            operation = self._operation(method, name, code, is_error, version)
         histogram = operation.histogram
         if histogram is not None:
             histogram.observe(seconds)
@@ -106,20 +117,33 @@ class Observer:
                     metrics.refused(429)  # (a quota's refusal inside a stream or a batch)
         log = self.log
         if log is not None:
-            log.add((now, client, principal, operation, status, seconds, session_id))
+            log.add(now, client, principal, operation, status, seconds, session_id)
 
-    def _operation(self, key: tuple[str, str | None, int | None, bool, str]) -> Operation:
-        """The `Operation` of a request's key seen for the first time (kept
-        unless `RAW_KEYS_MAX` keys are: clients that send ever new names get
-        theirs made afresh, and their series is ``other``)."""
-        method, name, code, is_error, version = key
+    def _operation(
+        self, method: str, name: str | None, code: int | None, is_error: bool, version: str
+    ) -> Operation:
+        """The `Operation` of a request not found by method and name: kept by
+        its whole key unless `RAW_KEYS_MAX` keys are (clients that send ever
+        new names get theirs made afresh, and their series is ``other``);
+        without an error code, also by method and name, for the next."""
+        key = (method, name, code, is_error, version)
+        operation = dict.get(self._operations, key)
+        if operation is not None:
+            if code is None:
+                self._answered[method][name] = operation
+            return operation
         metrics = self.metrics
         histogram = (
             metrics.series(method, name, code, is_error, version) if metrics is not None else None
         )
-        operation = Operation(histogram, method, name, code, version)
+        log = self.log
+        operation = Operation(
+            histogram, method, name, code, is_error, version, log.json if log is not None else False
+        )
         if len(self._operations) < RAW_KEYS_MAX:
             self._operations[key] = operation
+            if code is None:
+                dict.setdefault(self._answered, method, {})[name] = operation
         return operation
 
     def http_answered(self, method: str, status: int, started: float) -> None:

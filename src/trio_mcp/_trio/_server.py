@@ -465,7 +465,7 @@ class HTTPServer:
             conn.limit = inf
             response: Answer
             if observer is not None:
-                started = perf_counter()
+                started = event.started = perf_counter()  # (the transports' start too)
                 method = event.method
             try:
                 if route is not None:
