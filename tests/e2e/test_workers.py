@@ -412,6 +412,12 @@ async def test_one_scrape_counts_every_workers_requests() -> None:
         agreeing = 0
         while agreeing < 20:
             agreeing = agreeing + 1 if await scrape_calls(served.port) == total else 0
+        # a group counts the notifications its workers could not pass on to each other
+        async with await connect(served.port) as client:
+            await client.send(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            with trio.fail_after(10):
+                reply = await client.read_reply()
+        assert "\ntrio_mcp_peer_broadcast_dropped_total 0.0\n" in reply.body.decode()
 
 
 async def test_a_port_taken_stops_the_group_at_once_with_one_line() -> None:

@@ -250,6 +250,25 @@ def test_names_nobody_registered_make_no_series() -> None:
     assert other.count() == RAW_KEYS_MAX + 100
 
 
+def test_notifications_a_worker_could_not_pass_on_are_counted() -> None:
+    from types import SimpleNamespace
+
+    from trio_mcp._observe._exposition import Exposition
+
+    metrics = Metrics({"tools/call"}, {}, {}, {"2025-11-25"})
+    observer = Observer(metrics, None, 1024)
+    exposition = Exposition(observer)
+    assert "trio_mcp_peer_broadcast_dropped" not in exposition.render().decode()
+    observer.peer_broadcast = SimpleNamespace(dropped=3)  # (a group's `PeerBroadcast`)
+    text = exposition.render().decode()
+    samples = {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    assert samples["trio_mcp_peer_broadcast_dropped_total"] == 3
+
+
 def test_metrics_without_prometheus_client_is_one_line(monkeypatch) -> None:
     from trio_mcp._errors import StartupError
     from trio_mcp._mcp._endpoint import MCPEndpoint

@@ -245,6 +245,7 @@ class MCPEndpoint:
         observer = self.observer
         if observer is not None:
             observer.gauges = self.statistics
+            observer.peer_broadcast = self.peer_broadcast
             for part in (self.streamable, self.modern, self.http_sse, self.handshake, self.sweeper):
                 part.observer = observer
             if config.metrics_path is not None:

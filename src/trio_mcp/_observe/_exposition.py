@@ -191,6 +191,14 @@ class _Collector:
                 "Access log lines dropped because the writer fell behind",
                 value=log.dropped,
             )
+        peers = observer.peer_broadcast
+        if peers is not None:
+            yield CounterMetricFamily(
+                "trio_mcp_peer_broadcast_dropped",
+                "Notifications not passed to another worker of the group: its queue was "
+                "full, or it was gone",
+                value=peers.dropped,
+            )
         yield from _gauges(observer, GaugeMetricFamily)
 
 

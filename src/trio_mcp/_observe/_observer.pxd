@@ -12,7 +12,7 @@ from trio_mcp._observe._metrics cimport Histogram
 cdef class Observer:
     cdef public Metrics metrics
     cdef public AccessLog log
-    cdef public object server, gauges, _operations, _answered, _session_starts, _max_sessions
+    cdef public object server, gauges, peer_broadcast, _operations, _answered, _session_starts, _max_sessions
     @cython.locals(operation=Operation, histogram=Histogram, now=cython.double, seconds=cython.double)
     cpdef answered(
         self, client, method, params, answer, status, version, principal, session_id,

@@ -36,6 +36,7 @@ class Observer:
         "log",
         "server",
         "gauges",
+        "peer_broadcast",
         "_operations",
         "_answered",
         "_session_starts",
@@ -49,6 +50,9 @@ class Observer:
         self.server: Any = None
         #: Reads the endpoint's gauges at scrape time (set by the endpoint).
         self.gauges: Callable[[], Any] | None = None
+        #: In a ``--workers`` group, what passes notifications to the other
+        #: workers (its ``dropped`` count is a metric; set by the endpoint).
+        self.peer_broadcast: Any = None
         #: (method, name, code, is_error, version) -> its `Operation`: the
         #: requests' own keys, so that each costs one lookup (`RAW_KEYS_MAX`).
         self._operations: dict[tuple[str, str | None, int | None, bool, str], Operation] = {}
