@@ -415,6 +415,8 @@ class MCPConfig:
             ``peer_sockets_dir``); this is the most bytes of them that may wait
             for one worker that reads too slowly, and the largest one passed
             on. Beyond, that worker's sessions miss it (counted and logged).
+            With ``redis_url``, the most bytes of them waiting to be published
+            to the other processes.
     """
 
     http: ServerConfig = ServerConfig()

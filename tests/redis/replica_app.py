@@ -19,7 +19,7 @@ def whoami() -> str:
 
 @server.tool()
 async def poke() -> str:
-    """Send a notification to the sessions this process made."""
+    """Send a notification to every session."""
     server.notify_tools_changed()
     return "poked"
 

@@ -119,6 +119,41 @@ async def test_replica_processes_serve_one_session_and_survive_a_sigkill(
         await mcp.client.stream.aclose()
 
 
+async def test_when_a_sessions_maker_is_killed_its_streams_holder_adopts_it(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    with replicas(redis.url, 2) as started, trio.fail_after(60):
+        (_, port1), (two, port2) = started
+        for _, port in started:
+            await (await connect_when_up(port)).stream.aclose()
+        mcp = MCP(await connect(port2))
+        await mcp.initialize()
+        stream = await open_get(port1, mcp)
+        assert await call(port1, mcp, "poke", 1) == (200, "poked")  # (via its maker)
+        await next_message(stream)
+        os.kill(two.pid, signal.SIGKILL)  # its maker dies; replica 1 holds its GET stream
+        two.wait()
+        # replica 1's notifications reach it once the maker's alive key lapsed
+        heard = False
+        for i in range(20):
+            assert await call(port1, mcp, "poke", 10 + i) == (200, "poked")
+            with trio.move_on_after(0.5):
+                await stream.message()
+                heard = True
+            if heard:
+                break
+        assert heard
+        assert await call(port1, mcp, "poke", 40) == (200, "poked")
+        _, message = await next_message(stream)
+        assert message["method"] == "notifications/tools/list_changed"
+        with trio.move_on_after(0.5):  # and nothing more: no event twice
+            extra = await stream.message()
+            raise AssertionError(f"an event came twice: {extra}")
+        await stream.client.stream.aclose()
+        await mcp.client.stream.aclose()
+
+
 async def post_slow_call(port: int, mcp: MCP, seconds: float, id: int) -> EventReader:
     """A tools/call of ``progress_then_wait`` whose SSE answer is open: its
     priming event and its progress notification read."""

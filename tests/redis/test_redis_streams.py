@@ -268,6 +268,63 @@ async def test_a_broadcast_reaches_every_session_s_stream_on_another_replica(
         await mcp.client.stream.aclose()
 
 
+async def test_a_notification_from_any_replica_reaches_each_session_once(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    made_on_two, made_on_one = await session_on(two), await session_on(one)
+    # both GET streams on replica 1: one of a session it made, one of replica 2's
+    streams = [await open_get(one, made_on_two), await open_get(one, made_on_one)]
+    sent = [
+        (apps[0].notify_tools_changed, "notifications/tools/list_changed"),
+        (apps[1].notify_prompts_changed, "notifications/prompts/list_changed"),
+        (apps[0].notify_resources_changed, "notifications/resources/list_changed"),
+    ]
+    for notify, method in sent:
+        notify()
+        for stream in streams:  # (a second copy of the one before would come first)
+            _, message = await next_message(stream)
+            assert message["method"] == method
+    for stream in streams:
+        await stream.client.stream.aclose()
+    for mcp in (made_on_two, made_on_one):
+        await mcp.client.stream.aclose()
+
+
+async def alive_processes(url: str) -> int:
+    """How many processes sharing the Redis at `url` keep their alive key."""
+    from urllib.parse import urlsplit
+
+    import coredis
+
+    parts = urlsplit(url)
+    async with coredis.Redis(parts.hostname, parts.port) as client:
+        return len(await client.keys("trio-mcp:alive:*"))
+
+
+async def test_a_session_whose_maker_is_gone_hears_the_others_on_its_stream(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    mcp = await session_on(two)
+    stream = await open_get(one, mcp)
+    assert await alive_processes(redis.url) == 2
+    start_replica.stop(two)  # (its maker: replica 1 holds its GET stream, and adopts it)
+    with trio.fail_after(10):
+        while await alive_processes(redis.url) != 1:
+            await trio.sleep(0.05)
+    apps[0].notify_tools_changed()
+    apps[0].notify_prompts_changed()
+    got = [(await next_message(stream))[1]["method"] for _ in range(2)]
+    assert got == ["notifications/tools/list_changed", "notifications/prompts/list_changed"]
+    await stream.client.stream.aclose()
+    await mcp.client.stream.aclose()
+
+
 async def test_post_streams_dropped_whole_leave_no_field_each_and_resume_as_lost(
     start_redis: StartRedis,
 ) -> None:

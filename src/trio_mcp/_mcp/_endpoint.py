@@ -209,6 +209,9 @@ class MCPEndpoint:
         #: The group's broadcasts between workers (None: no group, or shared
         #: stores, which reach every process themselves): decided with passing on.
         self.peer_broadcast = group_broadcast(config, self.broadcaster) if self.passing else None
+        if stores.broadcast is not None:  # (shared stores: every process sharing them)
+            stores.broadcast.on_message = self.broadcaster.on_peer_message
+            self.broadcaster.peers = stores.broadcast
         self.sweeper = Sweeper(config, stores)
         self.handshake = Handshake(app, config, stores.sessions)
         self.streamable = SessionsTransport(
@@ -245,7 +248,7 @@ class MCPEndpoint:
         observer = self.observer
         if observer is not None:
             observer.gauges = self.statistics
-            observer.peer_broadcast = self.peer_broadcast
+            observer.peer_broadcast = self.peer_broadcast or stores.broadcast
             for part in (self.streamable, self.modern, self.http_sse, self.handshake, self.sweeper):
                 part.observer = observer
             if config.metrics_path is not None:

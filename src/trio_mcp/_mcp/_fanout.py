@@ -27,13 +27,12 @@ from .._json import dumps, loads
 from .._protocol._logging import LOG_LEVELS
 from .._protocol._sessions import Session
 from .._speedups import format_event
-from .._stores._stores import Stores
+from .._stores._stores import PeerNotices, Stores
 from .._trio._tasks import guarded
 from ._streams import MESSAGE, Keepalives, PostStream
 
 if TYPE_CHECKING:
     from .._observe import Observer
-    from .._trio._peer_broadcast import PeerBroadcast
 
 logger = logging.getLogger("trio_mcp.endpoint")
 
@@ -109,10 +108,10 @@ class Broadcaster:
         self._send: trio.MemorySendChannel[_Notice] | None = None
         #: trio.current_time; the run's clock itself (two calls fewer) while running.
         self._now = trio.current_time
-        #: The other workers of a ``--workers`` group on this host, which get
-        #: each of this one's notifications once (None: no group, or a shared
-        #: store that reaches every process itself).
-        self.peers: PeerBroadcast | None = None
+        #: The other processes, which get each of this one's notifications
+        #: once: the workers of a ``--workers`` group on this host, or every
+        #: process sharing the Redis (None: no other process).
+        self.peers: PeerNotices | None = None
 
     def on_app_event(self, method: str, params: dict[str, Any], uri: str | None) -> None:
         """Called synchronously by the app; the broadcaster's task does the sending."""

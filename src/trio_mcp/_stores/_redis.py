@@ -6,10 +6,12 @@ Lua scripts, and this process's one pub/sub subscription, which carries what
 the stores publish to each other: a session record changed or ended
 somewhere (``<prefix>:changed``), events for the GET streams this process
 holds (``<prefix>:process:<its id>``), answers to the requests it sent
-clients and cancellations (``_redis_requests.py``). coredis's pub/sub iterator can
-end silently when Redis restarts; `RedisLink.listen` loops around it, and the
-stores poll what matters on each sweep as well, so a lost subscription costs
-freshness for a moment, never correctness.
+clients and cancellations (``_redis_requests.py``), the application's
+notifications to every session (``<prefix>:broadcast``,
+``_redis_broadcast.py``). coredis's pub/sub iterator can end silently when
+Redis restarts; `RedisLink.listen` loops around it, and the stores poll what
+matters on each sweep as well, so a lost subscription costs freshness for a
+moment, never correctness.
 
 Keys: ``<prefix>:{<session id>}:<kind>`` for what belongs to one session
 (one hash tag, so Redis Cluster would keep a session's keys on one node),

@@ -17,9 +17,9 @@ then takes the lease, then catches up with what was added in between; an
 event that both the catch-up and the channel bring is offered once.
 
 A POST stream still being produced elsewhere is followed from Redis
-(`PostLeases`, ``_redis_posts.py``). Not shared yet: the 2026-07-28 listen
-streams and the HTTP+SSE streams (both reach the streams of the process the
-notification starts on).
+(`PostLeases`, ``_redis_posts.py``). Not shared: the 2026-07-28 listen
+streams and the HTTP+SSE streams, each held by one process, which hears
+every process's broadcasts (``_redis_broadcast.py``).
 """
 
 from __future__ import annotations

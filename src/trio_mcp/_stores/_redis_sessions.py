@@ -131,6 +131,19 @@ redis.call('PUBLISH', ARGV[1], ARGV[2])
 return 1
 """
 
+#: ARGV: prefix, ids... The ids of the sessions whose maker (its record's
+#: ``m``) has no ``alive`` key: it is gone.
+ORPHANS = """
+local found = {}
+for i = 2, #ARGV do
+  local maker = redis.call('HGET', ARGV[1] .. ':{' .. ARGV[i] .. '}:s', 'm')
+  if maker and redis.call('EXISTS', ARGV[1] .. ':alive:' .. maker) == 0 then
+    found[#found + 1] = ARGV[i]
+  end
+end
+return found
+"""
+
 #: ARGV: prefix, ids... Each record and its subscriptions, or false.
 RECORDS = """
 local found = {}
@@ -200,6 +213,10 @@ class RedisSessionStore:
         self._reading: dict[str, trio.Event] = {}
         #: the sessions this process created (a broadcast's audience)
         self._created: set[str] = set()
+        #: The sessions whose GET stream this process holds (the bus's
+        #: `attached`, set by `redis_stores`): those whose maker is gone are
+        #: in this process's audience too.
+        self.held: Callable[[], list[str]] = list
         #: sessions used since the last `touch` (written back then)
         self._touched: set[str] = set()
         self._index = link.key("sessions")
@@ -253,6 +270,8 @@ class RedisSessionStore:
             "1" if http_sse else "0",
             "o",
             owner,
+            "m",
+            link.process,
         ]
         with answering_503(link):
             refused = await link.script("create", CREATE)(
@@ -451,11 +470,21 @@ class RedisSessionStore:
         return gone
 
     async def audience(self, uri: str | None) -> list[Session]:
-        """The live sessions this process created (subscribed to `uri`, when
-        given): every process's application sends its own notifications, and
-        each session hears them from the process that made it, once."""
-        created = [s for s in self._copies if s in self._created]
-        found = [s for s in await self._read(created) if s is not None] if created else []
+        """The live sessions (subscribed to `uri`, when given) that hear this
+        process's broadcasts: those it created, and those whose GET stream it
+        holds and whose maker is gone (``_redis_broadcast.py``). Each session
+        hears each notification from one process."""
+        link = self.link
+        audience = [s for s in self._copies if s in self._created]
+        created = self._created
+        adoptable = [s for s in self.held() if s not in created]
+        if adoptable:
+            with answering_503(link):
+                orphans = await link.script("orphans", ORPHANS)(
+                    keys=[], args=[_prefix(link), *adoptable]
+                )
+            audience += [orphan.decode() for orphan in orphans]
+        found = [s for s in await self._read(audience) if s is not None] if audience else []
         return found if uri is None else [s for s in found if uri in s.subscriptions]
 
     def count(self) -> int:

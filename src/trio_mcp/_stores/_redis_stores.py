@@ -8,6 +8,7 @@ from collections.abc import Callable
 from .._config import MCPConfig
 from .._protocol._sessions import new_session_id
 from ._redis import RedisLink
+from ._redis_broadcast import RedisBroadcast
 from ._redis_bus import RedisBus
 from ._redis_events import RedisEventStore
 from ._redis_posts import PostLeases
@@ -27,13 +28,16 @@ def redis_stores(
     link = RedisLink(config.redis_url, config.redis_password)
     sessions = RedisSessionStore(link, config, grace_s, principal_key, new_id)
     events = RedisEventStore(link, config, grace_s)
+    bus = RedisBus(link, PostLeases(link, events))
+    sessions.held = bus.attached
     return Stores(
         sessions,
         events,
-        RedisBus(link, PostLeases(link, events)),
+        bus,
         RedisRequestRegistry(
             link, config.max_requests_per_session, config.max_client_requests_per_session
         ),
         shared=True,
         opened=link.opened,
+        broadcast=RedisBroadcast(link, config.peer_broadcast_queue_bytes),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .._config import MCPConfig
 from .._protocol._events import EventLimits
@@ -14,6 +14,21 @@ from ._bus import Bus, MemoryBus
 from ._events import EventStore, MemoryEventStore
 from ._requests import MemoryRequestRegistry, RequestRegistry
 from ._sessions import MemorySessionStore, SessionStore
+
+
+class PeerNotices(Protocol):
+    """What passes this process's broadcasts to other processes, and theirs
+    here (a ``--workers`` group's ``_trio._peer_broadcast.PeerBroadcast``,
+    or ``_redis_broadcast.RedisBroadcast``)."""
+
+    #: Notifications that did not reach the others (a queue full, a peer gone).
+    dropped: int
+    #: Where the others' notifications go.
+    on_message: Callable[[bytes], None]
+
+    def send(self, message: bytes) -> int:
+        """Pass `message` (``_mcp._fanout.peer_message``) on; how many took it."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +45,9 @@ class Stores:
     #: Whether other processes see these stores too (Redis): then any process
     #: serves any session, and none passes a request to its session's owner.
     shared: bool = False
+    #: What takes this process's broadcasts to the other processes sharing
+    #: the stores, and brings theirs (`PeerNotices`); None: no other process.
+    broadcast: PeerNotices | None = None
 
 
 def memory_stores(
