@@ -254,3 +254,14 @@ async def open_get(port: int, mcp: MCP, last_event_id: str | None = None) -> Eve
 async def next_message(reader: EventReader) -> tuple[str | None, dict]:
     with trio.fail_after(EVENT_WAIT_S):
         return await reader.message()
+
+
+async def alive_processes(url: str) -> int:
+    """How many processes sharing the Redis at `url` keep their alive key."""
+    from urllib.parse import urlsplit
+
+    import coredis
+
+    parts = urlsplit(url)
+    async with coredis.Redis(parts.hostname, parts.port) as client:
+        return len(await client.keys("trio-mcp:alive:*"))

@@ -26,7 +26,7 @@ from interop_tours import (
     python_tour,
     typescript_tour,
 )
-from redis_fixtures import COREDIS_LEFTOVERS, EVENT_WAIT_S, StartRedis
+from redis_fixtures import COREDIS_LEFTOVERS, EVENT_WAIT_S, StartRedis, alive_processes
 from replica_fixtures import StartProxy, StartReplicaProcesses
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
@@ -143,6 +143,7 @@ def drill_command(client: str, url: str, count: int) -> list[str]:
     return [str(NODE), str(INTEROP / "ts_sdk_get_drill.mjs"), str(TS_SDK), url, str(count)]
 
 
+@pytest.mark.parametrize("routing", ["round-robin", "owner"])
 @pytest.mark.parametrize(
     "client_kind",
     [
@@ -155,12 +156,13 @@ async def test_official_client_resumes_its_get_stream_when_its_replica_is_killed
     start_replica_processes: StartReplicaProcesses,
     start_proxy: StartProxy,
     client_kind: str,
+    routing: str,
 ) -> None:
     """An official client (Python, TypeScript) holds a session's GET stream
     through nginx; the replica holding it is SIGKILLed after 4 numbered
-    resource-updated notifications have arrived; the replica that made the
-    session sends 8 more meanwhile, and one more once those came; the client
-    resumes through nginx by itself and gets all 13 once, in order.
+    resource-updated notifications have arrived; 8 more are sent, and one
+    more once those came; the client resumes through nginx by itself and
+    gets all 13 once, in order.
 
     Both SDKs resume a lost GET stream by themselves, with Last-Event-ID,
     after the server's retry hint (1 s); the Python SDK tries one resume and
@@ -168,17 +170,21 @@ async def test_official_client_resumes_its_get_stream_when_its_replica_is_killed
     a GET stream. Both got 409 (the dead replica's lease lasts up to 3 s)
     until a resume took the stream over.
 
-    nginx runs the deployed file without its owner lines (round robin, as in
-    test_round_robin_with_redis_serves_a_session_on_every_replica): with them
-    the GET stream goes to the replica that made the session, and an
-    application's notifications reach only the sessions its own process made
-    (README, Redis), so after that replica's death no other one would send
-    this session any. nginx's round robin starts at r1, which makes the
-    session; the client opens its GET stream only after that, so another
-    replica holds it (found from each replica's /metrics)."""
+    ``round-robin``: nginx runs the deployed file without its owner lines (as
+    in test_round_robin_with_redis_serves_a_session_on_every_replica). Its
+    round robin starts at r1, which makes the session; the client opens its
+    GET stream only after that, so another replica holds it (found from each
+    replica's /metrics), and the maker, alive, sends the notifications.
+
+    ``owner``: the deployed file as it is. The GET stream goes to the replica
+    that made the session, so the kill takes the maker; the client resumes on
+    another replica, which adopts the session once the maker's alive key has
+    lapsed (README, Redis: what is broadcast before then is missed), and the
+    notifications are sent by a third replica."""
     redis = await start_redis()
     replicas = await start_replica_processes(redis.url, "--metrics")
-    port = await start_proxy("nginx-round-robin", {n: r.port for n, r in replicas.items()})
+    proxy = "nginx" if routing == "owner" else "nginx-round-robin"
+    port = await start_proxy(proxy, {n: r.port for n, r in replicas.items()})
     command = drill_command(client_kind, f"http://127.0.0.1:{port}/mcp", BEFORE + AFTER + 1)
     client = await trio.lowlevel.open_process(
         command, stdin=subprocess.PIPE, stdout=subprocess.PIPE
@@ -188,18 +194,32 @@ async def test_official_client_resumes_its_get_stream_when_its_replica_is_killed
         session = (await lines.until("session"))["session"]
         maker = replicas[session.partition(".")[0]]
         holders = [r for r in replicas.values() if await open_streams(r.port)]
-        assert len(holders) == 1 and holders[0] is not maker, (maker.name, holders)
+        assert len(holders) == 1, holders
         holder = holders[0]
+        assert (holder is maker) is (routing == "owner"), (maker.name, holder.name)
         for n in range(1, BEFORE + 1):
             await trigger_update(maker.port, session, n)
             assert await lines.until("updated") == {"updated": uri(n)}
         holder.kill()  # in the middle of the GET stream
+        sender = maker
+        if routing == "owner":
+            # the resume is taken, on a replica that adopts the session once
+            # the dead maker's key lapsed; the third replica sends
+            await lines.until("get", 200)
+            with trio.fail_after(EVENT_WAIT_S):
+                while await alive_processes(redis.url) != 2:
+                    await trio.sleep(0.1)
+            adopter = [
+                r for r in replicas.values() if r is not maker and await open_streams(r.port)
+            ]
+            assert len(adopter) == 1, adopter
+            sender = next(r for r in replicas.values() if r is not maker and r is not adopter[0])
         for n in range(BEFORE + 1, BEFORE + AFTER + 1):
-            await trigger_update(maker.port, session, n)
+            await trigger_update(sender.port, session, n)
         updates = [(await lines.until("updated"))["updated"] for _ in range(AFTER)]
         assert updates == [uri(n) for n in range(BEFORE + 1, BEFORE + AFTER + 1)]
         # and nothing twice: a duplicate would come before this last one
-        await trigger_update(maker.port, session, BEFORE + AFTER + 1)
+        await trigger_update(sender.port, session, BEFORE + AFTER + 1)
         assert await lines.until("updated") == {"updated": uri(BEFORE + AFTER + 1)}
         received = [line["updated"] for line in lines.seen if "updated" in line]
         assert received == [uri(n) for n in range(1, BEFORE + AFTER + 2)]

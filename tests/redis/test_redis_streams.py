@@ -16,6 +16,7 @@ from redis_fixtures import (
     EVENT_WAIT_S,
     StartRedis,
     StartReplica,
+    alive_processes,
     get_request,
     next_message,
     open_get,
@@ -291,17 +292,6 @@ async def test_a_notification_from_any_replica_reaches_each_session_once(
         await stream.client.stream.aclose()
     for mcp in (made_on_two, made_on_one):
         await mcp.client.stream.aclose()
-
-
-async def alive_processes(url: str) -> int:
-    """How many processes sharing the Redis at `url` keep their alive key."""
-    from urllib.parse import urlsplit
-
-    import coredis
-
-    parts = urlsplit(url)
-    async with coredis.Redis(parts.hostname, parts.port) as client:
-        return len(await client.keys("trio-mcp:alive:*"))
 
 
 async def test_a_session_whose_maker_is_gone_hears_the_others_on_its_stream(
