@@ -134,7 +134,8 @@ async def test_when_a_sessions_maker_is_killed_its_streams_holder_adopts_it(
         await next_message(stream)
         os.kill(two.pid, signal.SIGKILL)  # its maker dies; replica 1 holds its GET stream
         two.wait()
-        # replica 1's notifications reach it once the maker's alive key lapsed
+        # replica 1's notifications reach it once Redis saw the maker's
+        # connection close (or, at the latest, its alive key lapsed)
         heard = False
         for i in range(20):
             assert await call(port1, mcp, "poke", 10 + i) == (200, "poked")

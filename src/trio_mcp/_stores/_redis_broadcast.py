@@ -11,13 +11,17 @@ gone (`RedisSessionStore.audience`): a session is heard from exactly one
 process, and a client whose maker died hears the others' notifications on
 the GET stream it resumed elsewhere.
 
-"Gone" is read from a key each process keeps while it runs
+"Gone" is read in Redis: a process's subscription to its own channel ends
+when its connection closes, which Redis sees at once when the process is
+killed; and each process keeps a key while it runs
 (``<prefix>:alive:<process>``, renewed every `ALIVE_RENEW_S`, lapsing after
-`ALIVE_S`, deleted when the process stops): a maker killed outright is
-taken for alive for up to `ALIVE_S`, and its sessions miss what is
-broadcast meanwhile. So do sessions whose maker is gone and whose GET stream
-nobody holds (nothing is stored for them), and every session while Redis's
-pub/sub is down.
+`ALIVE_S`, deleted when it stops), for a host that vanished with its
+connection left half open: its sessions miss what is broadcast until the
+key lapses. So do sessions whose maker is gone and whose GET stream nobody
+holds (nothing is stored for them; a client that resumes later does not
+get it), and every session while Redis's pub/sub is down (when a maker's
+subscription is being made again, a holder may take it for gone, and its
+session hear a notification twice).
 
 The notifications to publish wait in a queue bounded in bytes
 (``peer_broadcast_queue_bytes``); one that does not fit is dropped, counted

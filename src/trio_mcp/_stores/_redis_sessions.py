@@ -132,12 +132,16 @@ return 1
 """
 
 #: ARGV: prefix, ids... The ids of the sessions whose maker (its record's
-#: ``m``) has no ``alive`` key: it is gone.
+#: ``m``) is gone: its connection's subscription to its own channel is gone
+#: (Redis sees a killed process's connection close at once), or its
+#: ``alive`` key lapsed (a host gone, its connection left half open).
 ORPHANS = """
 local found = {}
 for i = 2, #ARGV do
   local maker = redis.call('HGET', ARGV[1] .. ':{' .. ARGV[i] .. '}:s', 'm')
-  if maker and redis.call('EXISTS', ARGV[1] .. ':alive:' .. maker) == 0 then
+  if maker and (
+      redis.call('EXISTS', ARGV[1] .. ':alive:' .. maker) == 0
+      or redis.call('PUBSUB', 'NUMSUB', ARGV[1] .. ':process:' .. maker)[2] == 0) then
     found[#found + 1] = ARGV[i]
   end
 end
