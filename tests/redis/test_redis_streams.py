@@ -14,6 +14,7 @@ from _support import MCP, EventReader, connect
 from redis_fixtures import (
     COREDIS_LEFTOVERS,
     EVENT_WAIT_S,
+    RedisServer,
     StartRedis,
     StartReplica,
     alive_processes,
@@ -33,6 +34,16 @@ from trio_mcp._stores._redis_posts import PostLeases
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
 
+async def two_replicas(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> tuple[RedisServer, list[Server], int, int]:
+    """A redis-server and two replicas on it: their apps, and their ports."""
+    redis = await start_redis()
+    apps = [Server("r1"), Server("r2")]
+    one, two = [await start_replica(app, redis.url) for app in apps]
+    return redis, apps, one, two
+
+
 async def session_on(port: int) -> MCP:
     mcp = MCP(await connect(port))
     await mcp.initialize()
@@ -47,9 +58,7 @@ def changed(app: Server, times: int = 1) -> None:
 async def test_a_get_stream_hears_what_another_replica_sends_and_resumes_elsewhere(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:
-    redis = await start_redis()
-    apps = [Server("r1"), Server("r2")]
-    one, two = [await start_replica(app, redis.url) for app in apps]
+    _redis, apps, one, two = await two_replicas(start_redis, start_replica)
     mcp = await session_on(two)  # (replica 2 made it: its notifications go to it)
     stream = await open_get(one, mcp)
     changed(apps[1], 2)
@@ -85,9 +94,7 @@ async def test_a_resume_elsewhere_takes_the_stream_over_from_its_holder(
     once, not 409 (which the official clients retry only twice, a second
     apart, then go without a stream), gets what it missed and what comes
     next, and the first replica's stream ends."""
-    redis = await start_redis()
-    apps = [Server("r1"), Server("r2")]
-    one, two = [await start_replica(app, redis.url) for app in apps]
+    _redis, apps, one, two = await two_replicas(start_redis, start_replica)
     mcp = await session_on(two)
     stream = await open_get(one, mcp)
     changed(apps[1], 1)
@@ -199,9 +206,7 @@ async def test_with_aof_a_redis_restart_keeps_the_events_and_the_bus_recovers(
 async def test_without_persistence_a_resume_after_a_redis_restart_is_told_so(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:
-    redis = await start_redis()
-    apps = [Server("r1"), Server("r2")]
-    one, two = [await start_replica(app, redis.url) for app in apps]
+    redis, apps, one, two = await two_replicas(start_redis, start_replica)
     mcp = await session_on(two)
     stream = await open_get(one, mcp)
     changed(apps[1], 1)
@@ -252,9 +257,7 @@ async def test_a_second_get_stream_anywhere_is_refused(
 async def test_a_broadcast_reaches_every_session_s_stream_on_another_replica(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:
-    redis = await start_redis()
-    apps = [Server("r1"), Server("r2")]
-    one, two = [await start_replica(app, redis.url) for app in apps]
+    _redis, apps, one, two = await two_replicas(start_redis, start_replica)
     sessions = [await session_on(two) for _ in range(3)]
     streams = [await open_get(one, mcp) for mcp in sessions]
     changed(apps[1], 2)
@@ -272,9 +275,7 @@ async def test_a_broadcast_reaches_every_session_s_stream_on_another_replica(
 async def test_a_notification_from_any_replica_reaches_each_session_once(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:
-    redis = await start_redis()
-    apps = [Server("r1"), Server("r2")]
-    one, two = [await start_replica(app, redis.url) for app in apps]
+    _redis, apps, one, two = await two_replicas(start_redis, start_replica)
     made_on_two, made_on_one = await session_on(two), await session_on(one)
     # both GET streams on replica 1: one of a session it made, one of replica 2's
     streams = [await open_get(one, made_on_two), await open_get(one, made_on_one)]
@@ -297,9 +298,7 @@ async def test_a_notification_from_any_replica_reaches_each_session_once(
 async def test_a_session_whose_maker_is_gone_hears_the_others_on_its_stream(
     start_redis: StartRedis, start_replica: StartReplica
 ) -> None:
-    redis = await start_redis()
-    apps = [Server("r1"), Server("r2")]
-    one, two = [await start_replica(app, redis.url) for app in apps]
+    redis, apps, one, two = await two_replicas(start_redis, start_replica)
     mcp = await session_on(two)
     stream = await open_get(one, mcp)
     assert await alive_processes(redis.url) == 2
