@@ -81,6 +81,7 @@ async def report(server: HTTPServer, batches: BatchTimes | None, tracing: bool) 
         endpoint = server.handler.statistics()  # type: ignore[attr-defined]
         line = {
             "t": round(trio.current_time() - started, 1),
+            "compiled": http.extensions_in_use,
             **usage(),
             "tasks": tasks(),
             "connections": http.connections_open,
