@@ -2,11 +2,18 @@
 broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
 
     PYTHONPATH=src python benchmarks/_soak_server.py --port P [--idle-timeout 60]
+        [--batches | --batch-kinds] [--tracemalloc]
 
 The configuration is the default one but for the session idle timeout (60 s,
 so that a flood of abandoned sessions ends within the run), and the process
 runs as ``run`` would: the trio tweaks, the paced full collections and the
 freezing of what survives them (``--no-gc-freeze``: not).
+
+``--batches`` adds the CPU time of trio's scheduler batches to each line
+(`_batches.BatchTimes`); ``--batch-kinds`` also counts the steps of long
+batches by where their tasks were suspended. ``--tracemalloc`` adds the
+ten source lines holding the most memory that grew since the previous
+snapshot, every 30 s (slow: for finding growth, not for timing).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _batches import BatchTimes
 from _suite_server import server as app
 
 from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
@@ -65,13 +73,15 @@ def usage() -> dict[str, Any]:
     return {"rss_mb": round(rss_kb / 1024, 1), "fds": len(os.listdir("/proc/self/fd"))}
 
 
-async def report(server: HTTPServer) -> None:
+async def report(server: HTTPServer, batches: BatchTimes | None, tracing: bool) -> None:
     started = trio.current_time()
+    previous = None
     while True:
         http = server.statistics()
         endpoint = server.handler.statistics()  # type: ignore[attr-defined]
         line = {
             "t": round(trio.current_time() - started, 1),
+            "compiled": http.extensions_in_use,
             **usage(),
             "tasks": tasks(),
             "connections": http.connections_open,
@@ -82,6 +92,16 @@ async def report(server: HTTPServer) -> None:
             "buffered_bytes": endpoint.buffered_bytes,
             "requests_running": endpoint.requests_running,
         }
+        if batches is not None:
+            line["batches"] = batches.snapshot()
+        if tracing and int(line["t"]) % 30 == 0:
+            import tracemalloc
+
+            shot = tracemalloc.take_snapshot()
+            if previous is not None:
+                grew = shot.compare_to(previous, "lineno")[:10]
+                line["grew"] = [f"{stat.traceback[0]} {stat.size_diff:+d}" for stat in grew]
+            previous = shot
         print(json.dumps(line), flush=True)
         await trio.sleep(1.0)
 
@@ -92,10 +112,19 @@ async def broadcast() -> None:
         app.notify_tools_changed()
 
 
-async def main(config: MCPConfig, lean: bool, pacing: float | None, freezing: bool) -> None:
+async def main(
+    config: MCPConfig,
+    lean: bool,
+    pacing: float | None,
+    freezing: bool,
+    batches: BatchTimes | None,
+    tracing: bool,
+) -> None:
     # What `run` does around the server (a script's run has no statistics
     # to print): the lean instrument checks, the paced full collections and
     # the freezing of what survives them.
+    if batches is not None:
+        trio.lowlevel.add_instrument(batches)
     if lean:
         lean_instruments()
     async with trio.open_nursery() as nursery:
@@ -106,7 +135,7 @@ async def main(config: MCPConfig, lean: bool, pacing: float | None, freezing: bo
         )
         if pacing is not None:
             await nursery.start(partial(collect_fully, pacing, freeze=freezing))
-        nursery.start_soon(report, server)
+        nursery.start_soon(report, server, batches, tracing)
         nursery.start_soon(broadcast)
 
 
@@ -115,7 +144,15 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-timeout", type=float, default=60.0)
     parser.add_argument("--no-gc-freeze", action="store_true")
+    parser.add_argument("--batches", action="store_true")
+    parser.add_argument("--batch-kinds", action="store_true")
+    parser.add_argument("--tracemalloc", action="store_true")
     args = parser.parse_args()
+    batches = BatchTimes(kinds=True) if args.batch_kinds else BatchTimes() if args.batches else None
+    if args.tracemalloc:
+        import tracemalloc
+
+        tracemalloc.start()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     http = ServerConfig(port=args.port, gc_freeze=not args.no_gc_freeze)
@@ -126,6 +163,8 @@ if __name__ == "__main__":
         frozen_survivors(config.http.gc_freeze) as freezing,
     ):
         try:
-            trio.run(main, config, tweaks.lean_instruments, pacing, freezing)
+            trio.run(
+                main, config, tweaks.lean_instruments, pacing, freezing, batches, args.tracemalloc
+            )
         except KeyboardInterrupt:
             pass

@@ -19,7 +19,8 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "trio_mcp"
 #: its whole run (not a client's), whose every step is guarded or cannot fail
 #: on a client's input: (module, what it starts).
 DIRECT_STARTS = {
-    ("_trio/_server.py", "self.enforce_timeouts"),  # the clock: time limits only
+    ("_trio/_limits.py", "sweep"),  # the clock: time limits only
+    ("_trio/_limits.py", "limits.lane.run"),  # the clock: the slow lane's wakes
     ("_trio/_server.py", "self._accept_loop"),  # accept(); each connection is spawned
     ("_mcp/_endpoint.py", "broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded

@@ -26,6 +26,7 @@ class Idle:
         self.answering = None
         self.holding = False
         self.group = "127.0.0.1"
+        self.interruptible = None
 
 
 async def test_the_look_yields_between_batches_and_skips_what_ended_meanwhile() -> None:

@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator
 from email.utils import formatdate
 from math import inf
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 import trio
 
@@ -17,6 +17,9 @@ from .._config import ServerConfig
 from .._http._connection import HEAD, IDLE, HTTP11Connection
 from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import SlowAnswer
+
+if TYPE_CHECKING:
+    from ._slow_lane import SlowLane
 
 #: How long a connection open when a graceful shutdown closed the listener
 #: may still take to send a request (its first, or the next on a kept-alive
@@ -98,7 +101,10 @@ class Answering(Protocol):
 
 
 class Interruptible(Protocol):
-    """A byte stream the sweeper can end a head on without a cancel (`SocketIO`)."""
+    """A byte stream the sweeper can end a head on without a cancel, and
+    whose reads it can move to the slow lane (`SocketIO`)."""
+
+    lane: SlowLane | None
 
     def interrupt(self) -> None: ...
     def send_nowait(self, data: bytes) -> int: ...
@@ -168,6 +174,15 @@ class Connection:
         """A new phase begins that may take `seconds` (inf: no limit)."""
         self.limit = seconds
         self.since = None
+
+    def limit_head(self, seconds: float, lane: SlowLane | None) -> None:
+        """A head that did not come whole in one read begins: it may take
+        `seconds`, and it is slow, so its next reads wait in `lane` (if any;
+        the sweeper moves them back once the head is in)."""
+        self.limit_phase(seconds)
+        interruptible = self.interruptible
+        if interruptible is not None and lane is not None:
+            interruptible.lane = lane
 
     def end_overdue(self) -> None:
         """End a connection whose phase has passed its limit (the sweeper

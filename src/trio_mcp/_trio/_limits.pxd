@@ -6,4 +6,4 @@ cimport cython
 @cython.final
 cdef class TimeLimits:
     cdef public object connections, quota, watchers, head_limit_s, heads_waiting
-    cdef public object _slow_heads, _head_timeout_s, tick_s
+    cdef public object _slow_heads, _head_timeout_s, tick_s, lane

@@ -12,7 +12,9 @@ so that thousands of open streams do not make one long batch at each tick.
 So a request costs no clock reading and no work in trio's deadline heap;
 limits fire no earlier than set and up to two ticks late.
 
-The same look watches the clients of long answers (from their second tick),
+The same look moves the reads of a slow head (`_slow_lane.py`) back from
+the slow lane once the head is in; it watches the clients of long answers
+(from their second tick),
 starts what slow ones do to keep their responses alive
 (`ResponseWriter.slow`), shortens the head limit while many heads are slow,
 and tells the connection quota when capacity frees up, for its refusals'
@@ -21,6 +23,7 @@ and tells the connection quota when capacity frees up, for its refusals'
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from math import inf
 from typing import Final
 
@@ -30,7 +33,8 @@ from .._config import ServerConfig
 from .._http._connection import HEAD
 from ._connection import Connection
 from ._quotas import ConnectionQuota, head_limit, slow_heads_threshold
-from ._tasks import spawn
+from ._slow_lane import SlowLane, slow_lane
+from ._tasks import in_python, spawn
 
 #: How many overdue connections the sweeper ends per scheduler batch.
 CANCELS_PER_BATCH: Final = 4
@@ -68,6 +72,18 @@ async def end_gradually(overdue: list[Connection]) -> None:
         await trio.lowlevel.checkpoint()
 
 
+def start_clock(
+    clock: trio.Nursery, sweep: Callable[[], Awaitable[None]], limits: TimeLimits, lane: bool
+) -> None:
+    """Start a server's clock tasks in `clock`: the sweeper (`sweep`), and the
+    slow lane of `limits`' connections where `lane` (their reads can be
+    interrupted) and there is epoll; the clock outlives every connection."""
+    clock.start_soon(in_python, sweep, name=sweep)
+    limits.lane = slow_lane() if lane else None
+    if limits.lane is not None:
+        clock.start_soon(in_python, limits.lane.run, name=limits.lane.run)
+
+
 class TimeLimits:
     """The sweeper's view of a server's connections (module docstring)."""
 
@@ -80,6 +96,7 @@ class TimeLimits:
         "_slow_heads",
         "_head_timeout_s",
         "tick_s",
+        "lane",
     )
 
     def __init__(
@@ -96,6 +113,9 @@ class TimeLimits:
         self._slow_heads = slow_heads_threshold(config, quota.cap)
         self._head_timeout_s = config.head_timeout_s
         self.tick_s = tick_s(config)
+        #: Where slow heads' reads wait (None: with the others; the server
+        #: sets it while it runs).
+        self.lane: SlowLane | None = None
 
     async def look(self, now: float) -> list[Connection]:
         """Note the phases and answers begun since the last tick and watch
@@ -127,6 +147,10 @@ class TimeLimits:
             if conn.http.phase is HEAD and limit is not inf:  # (waiting for the rest of a head)
                 heads += 1
                 limit = min(limit, shortened)
+            else:
+                io = conn.interruptible
+                if io is not None and io.lane is not None:
+                    io.lane = None  # (its head is in: back with the others)
             if since is None:
                 conn.since = since = now  # a phase begun since the last tick
             elif now - since >= limit:

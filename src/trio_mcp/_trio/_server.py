@@ -9,7 +9,9 @@ limit of its current phase as a plain number; one sweeper task per server
 (`enforce_timeouts`, with `_limits.TimeLimits`) ends those whose limit has
 passed, up to two ticks (`HTTPServer.timeout_tick_s`) late. A deferred
 answer's handler is timed the same way, against the `time_limit_s` it gives
-its writer.
+its writer. Hostile work comes a few steps per scheduler batch: the accept
+loop admits `ACCEPTS_PER_BATCH` connections at a time, and a head that did
+not come whole in one read waits in the slow lane (`_slow_lane.py`).
 
 A graceful shutdown (`HTTPServer.shutdown`): a `Handler`'s ``drain()`` is
 called first (an `MCPEndpoint` stops reporting ready). For
@@ -76,7 +78,7 @@ from ._connection import (
     Interruptible,
     http_connection,
 )
-from ._limits import TimeLimits, end_gradually
+from ._limits import TimeLimits, end_gradually, start_clock
 from ._quotas import ConnectionQuota, refuse
 from ._socketio import (
     RESOURCE_ERRNOS,
@@ -98,6 +100,11 @@ _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
+#: How many connections the accept loop admits before it lets the rest of the
+#: scheduler batch run: each new connection's first step (about 70 µs) runs
+#: in the next batch, ahead of the requests woken with it, so a flood of
+#: connections must come a few per batch.
+ACCEPTS_PER_BATCH: Final = 8
 #: How long a `DrainStages` handler's ``deadline_passed`` may take before the
 #: answers still running are cancelled anyway.
 _DEADLINE_HOOK_S: Final = 1.0
@@ -251,7 +258,7 @@ class HTTPServer:
             trio.lowlevel.add_instrument(self._batch)
         try:
             async with trio.open_nursery() as clock:
-                clock.start_soon(in_python, self.enforce_timeouts, name=self.enforce_timeouts)
+                start_clock(clock, self.enforce_timeouts, self._limits, self._interruptible)
                 async with trio.open_nursery() as connections:
                     self._limits.watchers = connections
                     async with trio.open_nursery() as acceptors:
@@ -310,7 +317,7 @@ class HTTPServer:
                 continue
             admit(sock, address, ip, connections)
             accepted += 1
-            if accepted >= 64:  # a flood of connections must not starve the rest
+            if accepted >= ACCEPTS_PER_BATCH:
                 accepted = 0
                 await trio.lowlevel.checkpoint()
 
@@ -429,7 +436,7 @@ class HTTPServer:
                         # one more request, as `Connection.drain` allows)
                         limit_phase(LAST_REQUEST_GRACE_S if self._listener_closed else idle_timeout)
                     elif phase is HEAD:
-                        limit_phase(config.head_timeout_s)
+                        conn.limit_head(config.head_timeout_s, self._limits.lane)
                     else:
                         limit_phase(config.body_timeout_s)
                         # A body that did not come whole with its head waits in

@@ -35,6 +35,14 @@ trio's habits, the rule and the reason it is safe:
   its connection's eager read would come too soon for the client's next
   request unless other connections are read first.
 
+- The slow lane. A read that finds nothing waits in trio's epoll, unless
+  the sweeper has moved the connection to the slow lane (`lane`: its head
+  is slow, `_slow_lane.py`), whose task wakes a few such reads per
+  scheduler batch. Safe because what ends a wait in trio's epoll ends one
+  in the lane too: bytes, end of stream or a reset (readiness), a cancel
+  (its abort), a close from another task (`close` tells the lane, as
+  ``notify_closing`` tells trio).
+
 The rules that keep batch-end sends an ordinary byte stream:
 
 - one answer is kept at a time: anything else written to the socket first
@@ -61,7 +69,7 @@ import select
 import socket
 from collections.abc import Awaitable, Callable
 from math import inf
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import trio
 from trio.lowlevel import (
@@ -74,6 +82,9 @@ from trio.lowlevel import (
 
 from .._config import ServerConfig
 from .._errors import StartupError
+
+if TYPE_CHECKING:
+    from ._slow_lane import SlowLane
 
 #: A call that completes without waiting is a schedule and cancel point once in this many.
 _YIELD_EVERY: Final = 8
@@ -141,6 +152,7 @@ class SocketIO:
         "_held",
         "_unsent",
         "_failure",
+        "lane",
     )
 
     def __init__(
@@ -173,6 +185,9 @@ class SocketIO:
         self._unsent: bytes | None = None
         #: Why sending it then failed (the peer is gone).
         self._failure: str | None = None
+        #: Where its reads wait when the kernel has nothing (None: trio's
+        #: epoll): the sweeper moves a slow head's reads to the slow lane.
+        self.lane: SlowLane | None = None
 
     def hold(self, data: bytes) -> bytes:
         """Keep `data`, a complete answer, to send when the scheduler batch
@@ -289,7 +304,11 @@ class SocketIO:
             else:
                 break
             self._unyielded = 0
-            await wait_readable(sock)
+            lane = self.lane
+            if lane is None:
+                await wait_readable(sock)
+            else:
+                await lane.wait_readable(sock)
         self._unyielded += 1
         if self._unyielded >= _YIELD_EVERY:
             self._unyielded = 0
@@ -399,6 +418,8 @@ class SocketIO:
         if not self._closed:
             self.release()  # (what the kernel takes of it now)
             self._closed = True
+            if self.lane is not None:
+                self.lane.forget(self.sock)
             notify_closing(self.sock)
             self.sock.close()
 
