@@ -751,3 +751,16 @@ def state_of(pid: int) -> str:
             return file.read().rpartition(")")[2].split()[0]
     except OSError:
         return ""
+
+
+async def test_a_worker_has_its_own_process_group_in_the_supervisors_session() -> None:
+    # (its own group: a terminal's Ctrl-C reaches the supervisor alone; the
+    # supervisor's session: one scheduling group with it where Linux's
+    # autogroups are on, as a lone process is with its load)
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        supervisor = served.proc.pid
+        for pid in served.workers():
+            assert os.getpgid(pid) == pid != os.getpgid(supervisor)
+            if sys.version_info >= (3, 11):
+                assert os.getsid(pid) == os.getsid(supervisor)
