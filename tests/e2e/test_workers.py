@@ -764,3 +764,24 @@ async def test_a_worker_has_its_own_process_group_in_the_supervisors_session() -
             assert os.getpgid(pid) == pid != os.getpgid(supervisor)
             if sys.version_info >= (3, 11):
                 assert os.getsid(pid) == os.getsid(supervisor)
+
+
+async def test_tls_connections_are_passed_before_their_handshake(tmp_path: Path) -> None:
+    from _tls_files import make_tls_files, tls_connect
+
+    files = make_tls_files(tmp_path)
+    args = ("--ssl-certfile", str(files.certfile), "--ssl-keyfile", str(files.keyfile))
+    with group(*args, "--worker-connection-slack", "1") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        clients: list[Client] = []
+
+        async def one() -> None:
+            clients.append(Client(await tls_connect(served.port, files.client_context())))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(32):
+                nursery.start_soon(one)
+        found = await holders(clients)
+        assert None not in found
+        assert sorted(per_worker(found).values()) == [16, 16]
+        await close_all(clients)
