@@ -1,23 +1,35 @@
 """``--workers 2`` against one process: CPU time per request, and how the
-kernel spreads connections over the workers.
+connections spread over the workers.
 
 Run from a checkout with the dev interpreter (wrk must be installed)::
 
     PYTHONPATH=src python benchmarks/workers_cpu.py [--duration 10] [--rounds 3]
-        [--connections 64] [--threads 2] [--json PATH]
+        [--connections 64] [--threads 2] [--rate N] [--base CHECKOUT] [--json PATH]
 
 Each round starts ``trio-mcp run benchmarks/_suite_server.py --workers W``
 for W = 1, then 2 (default configuration; with 1 there is no supervisor),
-on a free 127.0.0.1 port, and loads it with wrk for ``--duration`` seconds:
-``benchmarks/suite.lua``'s ``call2026`` scenario, a 2026-07-28 tools/call
-echo("hello") with no session, which any worker answers itself (a 2025
-session's request would go to its owner: ``passing_on.py`` measures that).
-The CPU time is read from ``/proc`` before and after: every process of the
-server (the workers and the supervisor), divided by the requests wrk
-completed. Halfway through, the connections each worker holds are counted
-(its established TCP sockets on the port, matched through ``/proc/net/tcp``),
-and their max/min ratio reported. Nothing is pinned: the workers need every
-core, and wrk runs beside them.
+on a free 127.0.0.1 port, and loads it for ``--duration`` seconds with a
+2026-07-28 tools/call echo("hello") with no session, which any worker
+answers itself (a 2025 session's request would go to its owner:
+``passing_on.py`` measures that):
+
+- by default with wrk, as fast as it goes (``benchmarks/suite.lua``'s
+  ``call2026``, ``--threads`` threads, ``--connections`` connections), so
+  the server and wrk share the cores and preempt each other;
+- with ``--rate N``, with ``trio-mcp bench --rate N`` instead: an open loop
+  at N calls/s in all, below what the machine can serve, so that a core
+  stays partly idle and each process is woken for what arrives.
+
+The CPU time is read from ``/proc`` before and after: the workers' and the
+supervisor's apart, divided by the requests completed; with them the
+context switches per request of the serving processes (voluntary: a wait
+for I/O, one per scheduler batch at most; involuntary: preempted). Halfway
+through, the connections each worker holds are counted (its established TCP
+sockets on the port, matched through ``/proc/net/tcp``), and their max/min
+ratio reported. Nothing is pinned: the workers need every core.
+
+``--base CHECKOUT`` runs another checkout's ``src`` (a build of main, say)
+beside this one, round by round, so that both meet the same machine.
 """
 
 from __future__ import annotations
@@ -26,10 +38,13 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -43,19 +58,16 @@ MODERN = "2026-07-28"
 
 
 def established_on(port: int) -> set[int]:
-    """The inodes of the established TCP sockets whose local port is `port`."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            if local_port == port and fields[3] == "01":  # ESTABLISHED
-                inodes.add(int(fields[9]))
-    return inodes
+    """The inodes of the established TCP sockets whose local port is `port`,
+    from the kernel's socket diagnostics (``ss``): reading ``/proc/net/tcp``
+    while tens of thousands of other sockets come and go skips entries."""
+    out = subprocess.run(
+        ["ss", "-tnHe", "state", "established", f"( sport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {int(word[4:]) for word in out.split() if word.startswith("ino:")}
 
 
 def sockets_of(pid: int, inodes: set[int]) -> int:
@@ -70,59 +82,130 @@ def sockets_of(pid: int, inodes: set[int]) -> int:
     return count
 
 
-def one_run(workers: int, args: argparse.Namespace) -> dict[str, object]:
-    port = free_port()
+def switches_of(pid: int) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of `pid` so far."""
+    found = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if "ctxt_switches:" in line:
+            name, _, value = line.partition(":")
+            found[name.strip()] = int(value)
+    return found["voluntary_ctxt_switches"], found["nonvoluntary_ctxt_switches"]
+
+
+def bench_at_rate(port: int, args: argparse.Namespace) -> dict[str, Any]:
+    """``trio-mcp bench`` (this checkout's) at ``args.rate`` calls/s; its totals."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench.json"
+        command = [sys.executable, "-m", "trio_mcp", "bench", f"http://127.0.0.1:{port}/mcp"]
+        command += ["--protocol", MODERN, "--rate", str(args.rate), "--warmup", "0"]
+        command += ["--connections", str(args.connections), "--duration", str(args.duration)]
+        command += ["--quiet", "--json", str(out)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        subprocess.run(command, check=True, timeout=args.duration + 120, env=env, cwd=ROOT)
+        report: dict[str, Any] = json.loads(out.read_text())
+    totals = report["totals"]
+    return {
+        "requests": totals["requests"],
+        "errors": totals["errors"],
+        "duration_s": totals["duration_s"],
+    }
+
+
+#: What runs: one process, a group of two workers, or two independent
+#: processes on one port (``--reuse-port``, no supervisor, no group).
+KINDS = {"1 process": 1, "--workers 2": 2, "2 processes": 2}
+
+
+def start(kind: str, src: Path, port: int) -> list[ServerProcess]:
     cmd = [sys.executable, "-m", "trio_mcp", "run", str(APP), "--port", str(port)]
-    cmd += ["--workers", str(workers)]
-    env = {"PYTHONPATH": str(ROOT / "src"), "TRIO_MCP_REQUIRE_EXTENSIONS": "1"}
-    server = ServerProcess(f"--workers {workers}", cmd, env, port)
-    try:
+    env = {"PYTHONPATH": str(src), "TRIO_MCP_REQUIRE_EXTENSIONS": "1"}
+    if kind == "2 processes":
+        cmd += ["--reuse-port"]
+        servers = [ServerProcess(f"{kind} ({i})", cmd, env, port) for i in (1, 2)]
+    else:
+        cmd += ["--workers", str(KINDS[kind])]
+        servers = [ServerProcess(kind, cmd, env, port)]
+    for server in servers:
         deadline = time.monotonic() + 60
         while "serving MCP on" not in server.output():
             if server.proc.poll() is not None or time.monotonic() > deadline:
                 raise server.fail("did not start")
             time.sleep(0.1)
         server.wait_ready()
-        time.sleep(1.0)  # (every worker imported and listening, as the line says)
-        pids = [server.proc.pid, *children_of(server.proc.pid)]
-        serving = pids[1:] if workers > 1 else pids
-        spread: list[int] = []
+    time.sleep(1.0)  # (every worker imported and listening, as the line says)
+    return servers
+
+
+def one_run(kind: str, src: Path, args: argparse.Namespace) -> dict[str, object]:
+    port = free_port()
+    servers = start(kind, src, port)
+    try:
+        supervisor = servers[0].proc.pid if kind == "--workers 2" else None
+        serving = children_of(supervisor) if supervisor else [s.proc.pid for s in servers]
+        pids = [*([supervisor] if supervisor else []), *serving]
+        samples: list[list[int]] = []
 
         def count_connections() -> None:
-            time.sleep(args.duration / 2)
-            inodes = established_on(port)
-            spread.extend(sockets_of(pid, inodes) for pid in serving)
+            # (every half second from the first: wrk's connections reconnect
+            # each 1,000 requests, the server's default limit, all at about
+            # the same time, so one look can fall inside such a wave)
+            for _ in range(max(1, int(args.duration * 2) - 2)):
+                time.sleep(0.5)
+                inodes = established_on(port)
+                samples.append([sockets_of(pid, inodes) for pid in serving])
 
         counter = threading.Thread(target=count_connections)
-        cpu_before = sum(cpu_of(pid) for pid in pids)
+        cpu_before = {pid: cpu_of(pid) for pid in pids}
+        switches_before = [switches_of(pid) for pid in serving]
         counter.start()
-        cmd_wrk = wrk_for(
-            port,
-            threads=args.threads,
-            connections=args.connections,
-            duration=args.duration,
-            pin=False,
-            lua=LUA,
-            script_args=["call2026", MODERN],
-        )
-        result, _ = run_wrk(cmd_wrk, args.duration)
-        cpu_after = sum(cpu_of(pid) for pid in pids)
+        if args.rate:
+            result = bench_at_rate(port, args)
+            errors = result["errors"]
+            requests = result["requests"]
+            duration_s = result["duration_s"]
+        else:
+            cmd_wrk = wrk_for(
+                port,
+                threads=args.threads,
+                connections=args.connections,
+                duration=args.duration,
+                pin=False,
+                lua=LUA,
+                script_args=["call2026", MODERN],
+            )
+            wrk, _ = run_wrk(cmd_wrk, args.duration)
+            errors = sum(wrk["errors"].values()) + wrk["non2xx"] + wrk["mismatches"]
+            requests = wrk["requests"]
+            duration_s = wrk["duration_us"] / 1e6
+        cpu_after = {pid: cpu_of(pid) for pid in pids}
+        switches_after = [switches_of(pid) for pid in serving]
         counter.join()
     finally:
-        server.stop()
-    errors = sum(result["errors"].values()) + result["non2xx"] + result["mismatches"]
+        for server in servers:
+            server.stop()
     if errors:
-        raise BenchmarkError(f"--workers {workers}: {errors} errors: {result}")
-    requests = result["requests"]
-    cpu_s = cpu_after - cpu_before
+        raise BenchmarkError(f"{kind}: {errors} errors")
+    spread = samples[len(samples) // 2]
+    ratios = [max(c) / min(c) if min(c) else float("inf") for c in samples]
+    cpu = {pid: cpu_after[pid] - cpu_before[pid] for pid in pids}
+    cpu_s = sum(cpu.values())
+    supervisor_s = cpu[supervisor] if supervisor else 0.0
+    voluntary = sum(a[0] - b[0] for a, b in zip(switches_after, switches_before, strict=True))
+    preempted = sum(a[1] - b[1] for a, b in zip(switches_after, switches_before, strict=True))
     return {
-        "workers": workers,
+        "kind": kind,
         "requests": requests,
-        "requests_per_s": round(requests / (result["duration_us"] / 1e6)),
+        "requests_per_s": round(requests / duration_s),
         "cpu_s": round(cpu_s, 2),
         "cpu_us_per_request": round(cpu_s / requests * 1e6, 2),
+        "supervisor_cpu_s": round(supervisor_s, 2),
+        "waits_per_request": round(voluntary / requests, 3),
+        "preemptions_per_request": round(preempted / requests, 4),
         "connections_per_worker": spread,
-        "spread_max_min": round(max(spread) / min(spread), 2) if spread and min(spread) else None,
+        "spread_max_min": round(max(spread) / min(spread), 2) if min(spread) else None,
+        "spread_samples": samples,
+        "spread_worst": round(max(ratios), 2),
+        "spread_median": round(statistics.median(ratios), 2),
     }
 
 
@@ -132,34 +215,65 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rate", type=int, help="open loop at this many calls/s (trio-mcp bench)")
+    parser.add_argument("--base", type=Path, help="another checkout to run beside this one")
+    parser.add_argument(
+        "--independent",
+        action="store_true",
+        help="also two independent processes on the port (--reuse-port), this checkout only",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    print(f"load average {loadavg_now()}", flush=True)
-    runs: list[dict[str, object]] = []
+    builds = {"this": ROOT / "src"}
+    if args.base is not None:
+        builds = {"base": args.base.resolve() / "src", **builds}
+    load = f"trio-mcp bench --rate {args.rate}" if args.rate else "wrk, as fast as it goes"
+    print(f"load: {load}; load average {loadavg_now()}", flush=True)
+    runs: list[dict[str, Any]] = []
     for round_no in range(1, args.rounds + 1):
-        for workers in (1, 2):
-            run = one_run(workers, args)
-            runs.append({"round": round_no, **run})
-            print(
-                f"  round {round_no} --workers {workers}: {run['requests_per_s']:>7,} calls/s, "
-                f"CPU {run['cpu_us_per_request']:6.2f} µs per call, connections per worker "
-                f"{run['connections_per_worker']} (max/min {run['spread_max_min']})",
-                flush=True,
-            )
-    summary = {}
-    for workers in (1, 2):
-        mine = [r for r in runs if r["workers"] == workers]
-        summary[workers] = {
-            "cpu_us_per_request": statistics.median(float(r["cpu_us_per_request"]) for r in mine),  # type: ignore[arg-type]
-            "requests_per_s": statistics.median(int(r["requests_per_s"]) for r in mine),  # type: ignore[call-overload]
+        for build, src in builds.items():
+            kinds = list(KINDS) if args.independent and build == "this" else list(KINDS)[:2]
+            for kind in kinds:
+                run = one_run(kind, src, args)
+                runs.append({"round": round_no, "build": build, **run})
+                print(
+                    f"  round {round_no} {build} {kind}: "
+                    f"{run['requests_per_s']:>7,} calls/s, CPU {run['cpu_us_per_request']:6.2f} µs "
+                    f"per call (supervisor {run['supervisor_cpu_s']} s), waits "
+                    f"{run['waits_per_request']} and preemptions "
+                    f"{run['preemptions_per_request']} per call, connections per worker "
+                    f"{run['connections_per_worker']} halfway (max/min {run['spread_max_min']}; "
+                    f"over {len(run['spread_samples'])} looks median {run['spread_median']}, "
+                    f"worst {run['spread_worst']})",
+                    flush=True,
+                )
+    summary: dict[str, Any] = {}
+    for build in builds:
+        mine = {k: [r for r in runs if r["build"] == build and r["kind"] == k] for k in KINDS}
+        cpu = {
+            k: statistics.median(r["cpu_us_per_request"] for r in v) for k, v in mine.items() if v
         }
-    ratio = summary[2]["cpu_us_per_request"] / summary[1]["cpu_us_per_request"]
-    spreads = [r["spread_max_min"] for r in runs if r["workers"] == 2]
-    print(
-        f"CPU per call, medians: 1 process {summary[1]['cpu_us_per_request']:.2f} µs, "
-        f"2 workers {summary[2]['cpu_us_per_request']:.2f} µs ({ratio:.3f}x); "
-        f"connections max/min over the rounds: {spreads}; load average {loadavg_now()}"
-    )
+        summary[build] = {
+            "cpu_us_per_request": cpu,
+            "ratios": {k: round(v / cpu["1 process"], 3) for k, v in cpu.items()},
+            "requests_per_s": {
+                k: statistics.median(r["requests_per_s"] for r in v) for k, v in mine.items() if v
+            },
+            "spreads": {
+                k: [(r["spread_max_min"], r["spread_median"], r["spread_worst"]) for r in v]
+                for k, v in mine.items()
+                if k != "1 process"
+            },
+        }
+        print(
+            f"{build}: CPU per call, medians: "
+            + ", ".join(
+                f"{k} {v:.2f} µs ({cpu[k] / cpu['1 process']:.3f}x)" for k, v in cpu.items()
+            )
+            + "; connections max/min over the rounds (halfway, median, worst): "
+            + str(summary[build]["spreads"])
+        )
+    print(f"load average {loadavg_now()}")
     if args.json:
         args.json.write_text(json.dumps({"summary": summary, "runs": runs}, indent=2) + "\n")
     return 0

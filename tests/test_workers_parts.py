@@ -117,3 +117,35 @@ def test_metrics_of_the_group_are_summed_into_one_scrape() -> None:
     assert values[("took_seconds_sum", (("m", "a"),))] == 1.0
     assert values[("only_there", ())] == 14
     assert merged["only_there"].type == "gauge"
+
+
+def test_spread_counts_add_what_is_in_transit_and_settle_a_dead_slot(tmp_path) -> None:
+    from trio_mcp._trio._spread import SpreadCounts
+
+    counts = SpreadCounts.create(str(tmp_path / "connections"), 3)
+    other = SpreadCounts(str(tmp_path / "connections"), 3)  # (another process's map)
+    try:
+        counts.set_pid(1, 4242)
+        counts.set_held(1, 5)
+        for _ in range(3):
+            counts.count_passed(0, 1)
+        counts.count_passed(2, 1)
+        other.count_received(1, 0)
+        assert other.load(1) == 5 + 2 + 1
+        assert counts.in_transit(0) == counts.in_transit(2) == 0
+        counts.forget(1, 999)  # (not the slot's process: a retired one)
+        assert counts.pid(1) == 4242 and counts.load(1) == 8
+        counts.forget(1, 4242)  # what was on its way to it is lost with it
+        assert (counts.pid(1), counts.held(1), counts.in_transit(1)) == (0, 0, 0)
+        counts.count_passed(0, 1)  # and its next process counts from there
+        assert other.load(1) == 1
+    finally:
+        other.close()
+        counts.close()
+
+
+def test_the_connection_slack_is_at_least_one_or_off() -> None:
+    assert RunConfig(worker_connection_slack=None).worker_connection_slack is None
+    assert RunConfig().worker_connection_slack == 2
+    with pytest.raises(ValueError, match="worker_connection_slack"):
+        RunConfig(worker_connection_slack=0)

@@ -587,6 +587,13 @@ class RunConfig:
         worker_start_timeout_s: with ``workers`` above 1, how long a worker
             may take from its start to listening (importing the application
             included) before it is killed and counts as a failed start.
+        worker_connection_slack: with ``workers`` above 1, the most
+            connections a worker may hold beyond the least loaded other
+            worker: one that accepts a connection while it holds this many
+            more passes it, before reading from it, to that worker, so that
+            connections spread evenly whatever the kernel's hash does (README,
+            "Connections spread over the workers"). None: no passing, the
+            kernel's spread alone.
     """
 
     app: str = ""
@@ -598,6 +605,7 @@ class RunConfig:
     workers: int = 1
     worker_heartbeat_timeout_s: float = 20.0
     worker_start_timeout_s: float = 60.0
+    worker_connection_slack: int | None = 2
 
     def __post_init__(self) -> None:
         if self.transport not in ("http", "stdio"):
@@ -610,6 +618,11 @@ class RunConfig:
             value = getattr(self, name)
             if not (value > 0 and not math.isinf(value)):
                 raise ValueError(f"{name} must be a positive number of seconds, not {value}")
+        if self.worker_connection_slack is not None and self.worker_connection_slack < 1:
+            raise ValueError(
+                "worker_connection_slack must be at least 1 (or None: off), "
+                f"not {self.worker_connection_slack}"
+            )
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ValueError(
                 f"log_level must be debug, info, warning or error, not {self.log_level!r}"

@@ -21,7 +21,7 @@ import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -31,6 +31,9 @@ from ._logs import configure as configure_logging
 from ._mcp._endpoint import MCPEndpoint
 from ._settings import config_from_values
 from ._trio._server import HTTPServer, run
+
+if TYPE_CHECKING:
+    from ._trio._spread import ConnectionSpread
 
 logger = logging.getLogger("trio_mcp.worker")
 
@@ -131,7 +134,19 @@ def _serve(hello: dict[str, Any], control: socket.socket, buffer: LineBuffer) ->
         around=link.around(endpoint.running()),
         started=link.started,
         listeners=listeners,
+        spread=_spread(hello.get("spread"), config.http.backlog),
     )
+
+
+def _spread(given: dict[str, Any] | None, backlog: int | None) -> ConnectionSpread | None:
+    """This worker's share of the group's connections (None: each keeps
+    what the kernel gives it)."""
+    if given is None:
+        return None
+    from ._trio._spread import ConnectionSpread, SpreadCounts
+
+    counts = SpreadCounts(given["counts"], len(given["paths"]))
+    return ConnectionSpread(counts, given["slot"], given["paths"], given["slack"], backlog)
 
 
 def _tell_failure(control: socket.socket, why: str) -> None:

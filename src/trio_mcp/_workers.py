@@ -41,12 +41,17 @@ heartbeats.
 - Each worker gets its ``owner_name`` (``w1`` .. ``wN``, or the configured
   name with ``-1`` .. ``-N``) and ``peer_sockets_dir`` (a private directory
   the supervisor makes and removes); a replacement keeps the name.
+- With ``worker_connection_slack`` (the default), the supervisor makes the
+  group's connection counts in that directory and hands each worker its
+  slot; a worker holding more connections than another passes new ones to
+  it (`_trio._spread`). When a worker exits, its slot is marked free.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import secrets
 import shutil
 import signal
@@ -64,6 +69,8 @@ from ._control import LineBuffer, encode
 from ._mcp._startup import announce_group
 from ._settings import config_values
 from ._trio._socketio import bind_listeners
+from ._trio._spread import SUFFIX as SPREAD_SUFFIX
+from ._trio._spread import SpreadCounts
 
 logger = logging.getLogger("trio_mcp.workers")
 
@@ -79,6 +86,16 @@ FIRST_BACKOFF_S: Final = 0.5
 STOP_MARGIN_S: Final = 5.0
 #: The most an owner name may be (it rides in every session id).
 OWNER_NAME_BYTES: Final = 16
+#: Each worker in a process group of its own, so that a terminal's Ctrl-C
+#: reaches the supervisor only, which drains the workers once; but in the
+#: supervisor's session where Python can (3.11), since a session of its own
+#: is a scheduling group of its own where Linux's autogroups are on: the
+#: kernel then shares the CPU between each worker and everything else as
+#: if they were separate desktop programs, and a worker wakes for fewer
+#: requests at a time than one process does, each costing more CPU.
+_OWN_PROCESS_GROUP: Final[dict[str, Any]] = (
+    {"process_group": 0} if sys.version_info >= (3, 11) else {"start_new_session": True}
+)
 
 
 def heartbeat_interval_s(timeout_s: float) -> float:
@@ -200,6 +217,8 @@ class Supervisor:
         self.failure: str | None = None
         self.port = config.mcp.http.port
         self.peer_dir = ""
+        #: The group's connection counts (None: ``worker_connection_slack`` off).
+        self.counts: SpreadCounts | None = None
         self._announced = False
         self._rolling = False
         self._nursery: trio.Nursery | None = None
@@ -263,9 +282,7 @@ class Supervisor:
                 [sys.executable, "-m", "trio_mcp._worker", "--control-fd", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(), *fds),
                 stdin=subprocess.DEVNULL,
-                # (its own process group: a terminal's Ctrl-C reaches the
-                # supervisor only, which drains the workers once)
-                start_new_session=True,
+                **_OWN_PROCESS_GROUP,
             )
         finally:
             theirs.close()
@@ -274,11 +291,20 @@ class Supervisor:
         self.workers.add(worker)
         if current:
             slot.current = worker
-        hello = {
+        hello: dict[str, Any] = {
             "config": config_values(self._worker_config(slot)),
             "fds": fds,
             "path": sys.path,
         }
+        if self.counts is not None:
+            hello["spread"] = {
+                "counts": os.path.join(self.peer_dir, "connections"),
+                "slot": slot.index - 1,
+                "paths": [
+                    os.path.join(self.peer_dir, other.name + SPREAD_SUFFIX) for other in self.slots
+                ],
+                "slack": self.config.worker_connection_slack,
+            }
         assert self._nursery is not None
         self._nursery.start_soon(self._life, worker, encode(hello))
         if self.stopping.is_set():
@@ -369,6 +395,8 @@ class Supervisor:
     def _exited(self, worker: Worker) -> None:
         """A worker has exited: replace it, unless it was meant to go."""
         slot = worker.slot
+        if self.counts is not None:
+            self.counts.forget(slot.index - 1, worker.process.pid)
         what = worker.reason or _describe(worker.process.returncode)
         if worker.retired or self.stopping.is_set() or slot.current is not worker:
             logger.debug("%s %s", worker.label, what)
@@ -501,8 +529,14 @@ def supervise(config: RunConfig, *, shared_socket: bool | None = None) -> None:
     supervisor = Supervisor(dataclasses.replace(config, mcp=mcp), shared_socket=shared_socket)
     supervisor.peer_dir = tempfile.mkdtemp(prefix="trio-mcp-workers-")  # (mode 0700)
     try:
+        if config.worker_connection_slack is not None:
+            supervisor.counts = SpreadCounts.create(
+                os.path.join(supervisor.peer_dir, "connections"), config.workers
+            )
         trio.run(supervisor.main)
     finally:
+        if supervisor.counts is not None:
+            supervisor.counts.close()
         shutil.rmtree(supervisor.peer_dir, ignore_errors=True)
     if supervisor.failure is not None:
         raise SystemExit(f"trio-mcp: {supervisor.failure}")

@@ -23,7 +23,9 @@ import orjson
 import pytest
 import trio
 from _support import (
+    Client,
     EventReader,
+    V,
     connect,
     free_port,
     initialize_body,
@@ -33,6 +35,8 @@ from _support import (
     tool_call,
 )
 from _support import modern_headers as headers_of
+
+from trio_mcp._trio._spread import SpreadCounts
 
 pytestmark = pytest.mark.skipif(  # (tcp_migrate_req too)
     not sys.platform.startswith("linux"), reason="reads /proc to find the workers"
@@ -611,3 +615,179 @@ async def test_a_worker_killed_with_sigkill_costs_the_broadcast_nothing_else() -
             await reader.client.stream.aclose()
         assert await call(served, one, "pid") == live_pid
         assert "Traceback" not in served.output
+
+
+# ---- connections spread over the workers (worker_connection_slack) ----------
+
+PID_CALL = modern_body("tools/call", {"name": "pid", "arguments": {}})
+
+
+async def open_at_once(port: int, count: int) -> list[Client]:
+    """`count` connections opened at once (each one's connect in its own task)."""
+    clients: list[Client] = []
+
+    async def one() -> None:
+        clients.append(await connect(port))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(one)
+    return clients
+
+
+async def holders(clients: list[Client]) -> list[int | None]:
+    """The pid of the worker that serves each client's connection (a call on
+    it), or None where it was refused with a 503."""
+    found: list[int | None] = []
+    for client in clients:
+        await client.send(mcp_post(PID_CALL, version=V, extra=headers_of(PID_CALL)))
+        with trio.fail_after(10):
+            reply = await client.read_reply()
+        if reply.status == 503:
+            found.append(None)
+            continue
+        assert reply.status == 200, reply
+        found.append(int(orjson.loads(reply.body)["result"]["content"][0]["text"]))
+    return found
+
+
+def per_worker(found: list[int | None]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for pid in found:
+        if pid is not None:
+            counts[pid] = counts.get(pid, 0) + 1
+    return counts
+
+
+async def close_all(clients: list[Client]) -> None:
+    for client in clients:
+        await client.stream.aclose()
+
+
+async def test_connections_opened_at_once_spread_within_the_slack() -> None:
+    # (the kernel's hash alone splits 64 connections exactly 32/32 about one
+    # time in ten: this fails without the passing)
+    with group("--worker-connection-slack", "1") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        for _ in range(3):
+            clients = await open_at_once(served.port, 64)
+            found = await holders(clients)
+            assert None not in found  # every connection served
+            assert sorted(per_worker(found).values()) == [32, 32]
+            await close_all(clients)
+        # connections that close leave room, which the next ones fill
+        clients = await open_at_once(served.port, 64)
+        found = await holders(clients)
+        emptied = found[0]
+        closing = [c for c, pid in zip(clients, found, strict=True) if pid == emptied][:20]
+        await close_all(closing)
+        counts = counts_of(emptied)
+        (slot,) = [i for i in range(2) if counts.pid(i) == emptied]
+        while counts.held(slot) != 12:  # (it has seen them close)
+            await trio.sleep(0.01)
+        more = await open_at_once(served.port, 20)
+        assert per_worker(await holders(more)) == {emptied: 20}
+        await close_all([*[c for c in clients if c not in closing], *more])
+        assert "Traceback" not in served.output
+
+
+async def test_a_passed_connection_counts_once_in_the_address_quota() -> None:
+    # Each worker holds at most 10 connections of an address: a connection
+    # passed on counts in the receiver's share alone, so 30 connections at
+    # once fill both shares exactly and the last 10 are refused.
+    args = ("--worker-connection-slack", "1", "--max-connections-per-address", "10")
+    with group(*args) as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        clients = await open_at_once(served.port, 30)
+        found = await holders(clients)
+        assert found.count(None) == 10
+        assert sorted(per_worker(found).values()) == [10, 10]
+        await close_all(clients)
+
+
+async def test_a_worker_killed_while_connections_are_passed_to_it_loses_only_its_own() -> None:
+    with group("--worker-connection-slack", "1") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        clients = await open_at_once(served.port, 40)
+        found = await holders(clients)
+        victim = found[0]
+        assert victim is not None
+        (survivor,) = served.workers() - {victim}
+        # the victim holds none of these (once it has seen them close); the
+        # survivor its 20
+        await close_all([c for c, pid in zip(clients, found, strict=True) if pid == victim])
+        kept = [c for c, pid in zip(clients, found, strict=True) if pid == survivor]
+        counts = counts_of(victim)
+        (slot,) = [i for i in range(2) if counts.pid(i) == victim]
+        while counts.held(slot):
+            await trio.sleep(0.01)
+        # The supervisor is stopped, so the victim's slot still says it is
+        # live and holds nothing: the survivor passes it what it accepts,
+        # and each pass fails, for nobody listens there any more.
+        os.kill(served.proc.pid, signal.SIGSTOP)
+        try:
+            os.kill(victim, signal.SIGKILL)
+            while state_of(victim) != "Z":  # (its sockets are closed now)
+                await trio.sleep(0.01)
+            arriving = await open_at_once(served.port, 20)
+            # (those the kernel queued on the victim's socket wait for its
+            # replacement: the supervisor holds that socket)
+        finally:
+            os.kill(served.proc.pid, signal.SIGCONT)
+        found = await holders(arriving)
+        assert None not in found  # every one served, by the survivor or the replacement
+        assert victim not in found
+        assert set(await holders(kept)) == {survivor}  # the survivor's own are untouched
+        await served.wait_for(f"(pid {victim}) was killed by SIGKILL")
+        await close_all([*kept, *arriving])
+        assert "Traceback" not in served.output
+
+
+def counts_of(pid: int) -> SpreadCounts:
+    """The group's connection counts, as worker `pid` maps them."""
+    with open(f"/proc/{pid}/maps", encoding="latin-1") as file:
+        (path,) = {line.split()[-1] for line in file if line.rstrip().endswith("/connections")}
+    return SpreadCounts(path, 2)
+
+
+def state_of(pid: int) -> str:
+    """A process's state letter (Z: exited, not yet reaped), "" when gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="latin-1") as file:
+            return file.read().rpartition(")")[2].split()[0]
+    except OSError:
+        return ""
+
+
+async def test_a_worker_has_its_own_process_group_in_the_supervisors_session() -> None:
+    # (its own group: a terminal's Ctrl-C reaches the supervisor alone; the
+    # supervisor's session: one scheduling group with it where Linux's
+    # autogroups are on, as a lone process is with its load)
+    with group() as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        supervisor = served.proc.pid
+        for pid in served.workers():
+            assert os.getpgid(pid) == pid != os.getpgid(supervisor)
+            if sys.version_info >= (3, 11):
+                assert os.getsid(pid) == os.getsid(supervisor)
+
+
+async def test_tls_connections_are_passed_before_their_handshake(tmp_path: Path) -> None:
+    from _tls_files import make_tls_files, tls_connect
+
+    files = make_tls_files(tmp_path)
+    args = ("--ssl-certfile", str(files.certfile), "--ssl-keyfile", str(files.keyfile))
+    with group(*args, "--worker-connection-slack", "1") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        clients: list[Client] = []
+
+        async def one() -> None:
+            clients.append(Client(await tls_connect(served.port, files.client_context())))
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(32):
+                nursery.start_soon(one)
+        found = await holders(clients)
+        assert None not in found
+        assert sorted(per_worker(found).values()) == [16, 16]
+        await close_all(clients)

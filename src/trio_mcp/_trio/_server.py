@@ -40,7 +40,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from math import inf
 from time import perf_counter
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
@@ -94,6 +94,9 @@ from ._tweaks import applied as trio_tweaks
 from ._tweaks import lean_instruments
 from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
+if TYPE_CHECKING:
+    from ._spread import ConnectionSpread
+
 logger = logging.getLogger("trio_mcp.server")
 
 _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
@@ -108,6 +111,7 @@ ACCEPTS_PER_BATCH: Final = 8
 #: How long a `DrainStages` handler's ``deadline_passed`` may take before the
 #: answers still running are cancelled anyway.
 _DEADLINE_HOOK_S: Final = 1.0
+_Admit = Callable[[socket.socket, Any, bool, trio.Nursery], None]
 
 
 @final
@@ -151,6 +155,7 @@ class HTTPServer:
         "_listener_closed",
         "observer",
         "peer_socket",
+        "spread",
     )
 
     def __init__(
@@ -159,6 +164,7 @@ class HTTPServer:
         config: ServerConfig,
         *,
         tls: ssl.SSLContext | None = None,
+        spread: ConnectionSpread | None = None,
     ) -> None:
         """`tls`: the SSL context, if made (`run` makes it first); else made
         here from ``config.ssl_certfile`` (`TLSConfigError` if unusable)."""
@@ -182,7 +188,8 @@ class HTTPServer:
         #: ends (while `_run` runs; ``config.batch_end_sends``).
         self._batch: BatchEndSender | None = None
         #: The connections accepted, in all and per client address.
-        self.quota = ConnectionQuota(config)
+        self.quota = ConnectionQuota(config) if not spread else spread.joined(config, self._admit)
+        self.spread = spread  # (`run`'s)
         self._refused = 0
         #: The sweeper's view of the connections' time limits.
         self._limits = TimeLimits(config, self._connections, self.quota)
@@ -264,17 +271,15 @@ class HTTPServer:
                     async with trio.open_nursery() as acceptors:
                         for sock in listeners:
                             acceptors.start_soon(in_python, self._accept_loop, sock, connections)
+                        if self.spread is not None:
+                            spawn(acceptors, "passed connections", self.spread.receive, connections)
                         task_status.started(self)
                         await self._shutdown.wait()
                         # Not ready from now (`shutdown`), still serving: a load
                         # balancer stops sending before connections are refused.
                         await trio.sleep(config.drain_delay_s)
                         acceptors.cancel_scope.cancel()
-                    for listener in listeners:
-                        # (closing it would reset the connections in its queue:
-                        # their clients connected while it was open)
-                        _accept_queued(listener, self._admit, connections)
-                        close_listener(listener)
+                    _close_listeners(listeners, self._admit, connections)
                     self._listener_closed = True
                     if self._stages is not None:
                         self._stages.listener_closed()
@@ -293,14 +298,12 @@ class HTTPServer:
             batch = self._batch
             if batch is not None:
                 self._batch = None
-                batch.before_io_wait(0)  # (a last flush: normally nothing is held by now)
-                with contextlib.suppress(KeyError):  # (trio drops an instrument that raised)
-                    trio.lowlevel.remove_instrument(batch)
+                _last_flush(batch)
 
     async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
         accepted = 0
-        admit = self._admit
         ip = listener.family in (socket.AF_INET, socket.AF_INET6)
+        admit = self._admit if self.spread is None or not ip else self.spread.admit_or_pass
         while True:
             try:
                 sock, address = listener.accept()
@@ -537,11 +540,16 @@ def _with_peer_listener(listeners: list[Any], path: str | None, backlog: int | N
     return with_peer_listener(listeners, path, backlog)
 
 
-def _accept_queued(
-    listener: socket.socket,
-    admit: Callable[[socket.socket, Any, bool, trio.Nursery], None],
-    connections: trio.Nursery,
-) -> None:
+def _close_listeners(listeners: list[Any], admit: _Admit, connections: trio.Nursery) -> None:
+    """Close the `listeners` after admitting what waits in their queues:
+    closing one would reset those connections, whose clients connected
+    while it was open."""
+    for listener in listeners:
+        _accept_queued(listener, admit, connections)
+        close_listener(listener)
+
+
+def _accept_queued(listener: socket.socket, admit: _Admit, connections: trio.Nursery) -> None:
     """Admit the connections waiting in `listener`'s queue (`HTTPServer._admit`)."""
     ip = listener.family in (socket.AF_INET, socket.AF_INET6)
     while True:
@@ -550,6 +558,12 @@ def _accept_queued(
         except OSError:  # (BlockingIOError: none left)
             return
         admit(sock, address, ip, connections)
+
+
+def _last_flush(batch: BatchEndSender) -> None:
+    batch.before_io_wait(0)  # (normally nothing is held by now)
+    with contextlib.suppress(KeyError):  # (trio drops an instrument that raised)
+        trio.lowlevel.remove_instrument(batch)
 
 
 async def _serve_hop(*args: Any) -> None:
@@ -698,6 +712,7 @@ def run(
     around: AbstractAsyncContextManager[Any] | None = None,
     started: Callable[[HTTPServer], None] | None = None,
     listeners: list[socket.socket] | None = None,
+    spread: ConnectionSpread | None = None,
 ) -> None:
     """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
 
@@ -714,7 +729,8 @@ def run(
     and with ``config.gc_freeze`` what survives start-up and each of them is
     frozen (``_collector.py``). `listeners`: listening sockets to serve
     instead of binding ``config.host`` and ``config.port`` (non-blocking,
-    closed at the end).
+    closed at the end). `spread`: a worker's share of its group's
+    connections (``_spread.py``: it passes some to the others).
     """
     import signal
 
@@ -733,7 +749,7 @@ def run(
         # The wait for signals, which ends when the server has stopped.
         waiting = trio.CancelScope()
 
-        server = HTTPServer(handler, settings, tls=tls)
+        server = HTTPServer(handler, settings, tls=tls, spread=spread)
         if listeners:
             server.sockets = listeners
 
