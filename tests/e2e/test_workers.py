@@ -665,15 +665,19 @@ async def close_all(clients: list[Client]) -> None:
 
 
 async def test_connections_opened_at_once_spread_within_the_slack() -> None:
-    # (the kernel's hash alone splits 64 connections exactly 32/32 about one
-    # time in ten: this fails without the passing)
+    # (the kernel's hash alone splits 64 connections within 33/31 about one
+    # time in three, three times in a row about one time in forty: this
+    # fails without the passing)
     with group("--worker-connection-slack", "1") as served, trio.fail_after(60):
         await served.wait_for("2 processes")
         for _ in range(3):
             clients = await open_at_once(served.port, 64)
             found = await holders(clients)
             assert None not in found  # every connection served
-            assert sorted(per_worker(found).values()) == [32, 32]
+            # (within the slack, and one decision each worker made at the same
+            # moment as the other, from counts that were about to change)
+            fewer, more = sorted(per_worker(found).values())
+            assert fewer + more == 64 and more - fewer <= 2
             await close_all(clients)
         # connections that close leave room, which the next ones fill
         clients = await open_at_once(served.port, 64)
