@@ -14,7 +14,8 @@ on the first and loaded on the second, which reads them from Redis). The
 server under load and redis-server share CPU 0 (one core for the whole
 service, as the SDK has), wrk runs on CPU 1. Ratios are taken round by
 round (a mode against the SDK's or the memory run of the same round), then
-the median. Also the Redis commands per request (INFO commandstats).
+the median. Also the Redis commands per request and the time Redis spent in
+them (INFO commandstats), and redis-server's CPU per request (/proc).
 """
 
 from __future__ import annotations
@@ -86,6 +87,17 @@ class Redis:
         calls = dict(re.findall(r"cmdstat_(\w+):calls=(\d+)", text))
         return sum(int(calls.get(name, 0)) for name in CLIENT_COMMANDS)
 
+    def script_usec(self) -> int:
+        """Microseconds Redis spent in the stores' commands (INFO commandstats)."""
+        text = self.cli("INFO", "commandstats")
+        usec = dict(re.findall(r"cmdstat_(\w+):calls=\d+,usec=(\d+)", text))
+        return sum(int(usec.get(name, 0)) for name in CLIENT_COMMANDS)
+
+    def cpu_seconds(self) -> float:
+        """redis-server's CPU time so far (user and system, /proc)."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
@@ -139,10 +151,14 @@ def run(mode: str, scenario: str, args: argparse.Namespace, pin: bool, links: Pa
         run_wrk(wrk(args.warmup), args.warmup)
         load = wrk(args.duration)
         before = redis.commands() if redis else 0
+        usec_before = redis.script_usec() if redis else 0
+        redis_cpu_before = redis.cpu_seconds() if redis else 0.0
         cpu_before = loaded.cpu_seconds()
         result, _ = run_wrk(load, args.duration)
         cpu = (loaded.cpu_seconds() or 0.0) - (cpu_before or 0.0)
+        redis_cpu = redis.cpu_seconds() - redis_cpu_before if redis else 0.0
         after = redis.commands() if redis else 0
+        usec = redis.script_usec() - usec_before if redis else 0
         check(loaded, SERVERS["trio-mcp" if mode != "python-sdk" else mode], sse)
     finally:
         for server in started:
@@ -162,6 +178,8 @@ def run(mode: str, scenario: str, args: argparse.Namespace, pin: bool, links: Pa
         "errors": errors,
         "server_cpu_us_per_request": cpu * 1e6 / max(requests, 1),
         "redis_commands_per_request": (after - before) / max(requests, 1),
+        "redis_cpu_us_per_request": redis_cpu * 1e6 / max(requests, 1),
+        "redis_command_us_per_request": usec / max(requests, 1),
     }
 
 
@@ -189,12 +207,14 @@ def main() -> None:
                     f"  round {round_number}  {scenario:13} {mode:12} "
                     f"{record['req_per_s']:9.0f} req/s  p99 {record['p99_ms']:7.2f} ms  "
                     f"errors {record['errors']}  CPU {record['server_cpu_us_per_request']:6.1f}"
-                    f" us/req  Redis {record['redis_commands_per_request']:.4f} round trips/req",
+                    f" us/req  Redis {record['redis_commands_per_request']:.4f} round trips/req"
+                    f" {record['redis_cpu_us_per_request']:.1f} us CPU/req"
+                    f" ({record['redis_command_us_per_request']:.1f} in commands)",
                     flush=True,
                 )
     print(
         f"\n{'scenario':13} {'mode':12} {'req/s':>9} {'vs SDK':>7} {'vs memory':>9}"
-        f" {'CPU us/req':>10} {'Redis RT/req':>13}"
+        f" {'CPU us/req':>10} {'Redis RT/req':>13} {'Redis CPU us/req':>16}"
     )
     for scenario in scenarios:
         for mode in MODES:
@@ -220,7 +240,8 @@ def main() -> None:
                 f"{statistics.median(r['req_per_s'] for r in mine):9.0f} "
                 f"{ratio('python-sdk'):6.2f}x {ratio('memory'):8.2f}x "
                 f"{statistics.median(r['server_cpu_us_per_request'] for r in mine):10.1f} "
-                f"{statistics.median(r['redis_commands_per_request'] for r in mine):13.4f}"
+                f"{statistics.median(r['redis_commands_per_request'] for r in mine):13.4f} "
+                f"{statistics.median(r['redis_cpu_us_per_request'] for r in mine):16.1f}"
             )
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1))

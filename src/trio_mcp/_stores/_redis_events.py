@@ -22,12 +22,15 @@ age bound, and a session whose events Redis no longer has at all (Redis
 restarted without persistence) are `EventsLost`.
 
 The events of a POST stream are numbered in the process instead, from a
-block of sequence numbers its opening reserved (`SEQ_BLOCK`), and written
-by a task in batches (`write`: one script for every event numbered since
-the last, the append's own logic in a loop), so that an SSE answer costs one round trip
-(its opening) rather than one per event. A resume elsewhere may see them a
-moment later (its follower reads them as they come, ``_redis_posts.py``);
-events that could not be written are marked lost, never left out silently.
+block of sequence numbers its opening reserved (`SEQ_BLOCK`), and a task
+tells Redis in batches all that is pending (`write`: one script for the
+streams opened, the events numbered and the streams ended since the last
+write, with the append's own bookkeeping), so that under load an SSE answer
+shares one round trip with many others. An opening waits for its batch:
+nothing of a stream reaches its client before its lease and request ids are
+in Redis. A resume elsewhere may see the events a moment later (its
+follower reads them as they come, ``_redis_posts.py``); events that could
+not be written are marked lost, never left out silently.
 """
 
 from __future__ import annotations
@@ -51,107 +54,251 @@ from ._stores import event_limits
 #: (``_redis_posts.py`` renews it).
 LEASE_MS: Final = 3000
 
-#: KEYS: meta, stream, holder; ARGV: data, n, max events, max bytes, max age ms,
-#: max session bytes, ttl ms, a new tag, this process's channel, session id,
-#: and the event's sequence number if this process numbered it ('' numbers it
-#: here). Returns {tag, seq}.
-APPEND_ONE = """
-local function append(KEYS, ARGV)
+#: The events' bookkeeping, shared by `APPEND` and `WRITE`: ARGV[1..6] are
+#: max events, max bytes, max age ms, max session bytes, ttl ms, a new tag.
+#: `add` applies an event's bounds exactly as if each event were its own
+#: script (the memory store's `SessionEvents.store`), but keeps what it reads
+#: (a session's tag and bytes, a stream's length, bytes and first entry) in
+#: Lua tables for the rest of the call, and `flush` writes them back once, so
+#: that an event costs its XADD and little else. A session's POST streams
+#: with events are also a sorted set (``xs``), in the order they were made
+#: (``made`` counts them), so that the byte bound finds the oldest without
+#: reading the hash.
+EVENTS_LIB = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local meta, stream, n = KEYS[1], KEYS[2], ARGV[2]
-local tag = redis.call('HGET', meta, 'tag')
-if not tag then
-  tag = ARGV[8]
-  redis.call('HSET', meta, 'tag', tag)
-end
-local seq = tonumber(ARGV[11])
-if not seq then seq = redis.call('HINCRBY', meta, 'seq', 1) end
-local size = string.len(ARGV[1])
-redis.call('XADD', stream, seq .. '-0', 'd', ARGV[1], 't', now)
-redis.call('HSET', meta, 'x:' .. n, 1)
-local bytes = redis.call('HINCRBY', meta, 'b:' .. n, size)
-local cost = redis.call('HINCRBY', meta, 'cost', size + OVERHEAD)
-local max_events, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
-local oldest_allowed = now - tonumber(ARGV[5])
-while true do
-  local first = redis.call('XRANGE', stream, '-', '+', 'COUNT', 1)[1]
-  if not first then break end
-  local first_time = tonumber(first[2][4])
-  if not (redis.call('XLEN', stream) > max_events or bytes > max_bytes
-          or first_time < oldest_allowed) then
-    break
+local max_events, max_bytes = tonumber(ARGV[1]), tonumber(ARGV[2])
+local oldest_allowed = now - tonumber(ARGV[3])
+local max_cost, ttl, new_tag = tonumber(ARGV[4]), ARGV[5], ARGV[6]
+local sessions, touched = {}, {}
+
+local function session(base)
+  local s = sessions[base]
+  if s then return s end
+  local meta = base .. 'e'
+  local got = redis.call('HMGET', meta, 'tag', 'cost', 'lw', 'made')
+  local tag = got[1]
+  if not tag then
+    tag = new_tag
+    redis.call('HSET', meta, 'tag', tag)
   end
-  local dropped = string.len(first[2][2])
-  redis.call('XDEL', stream, first[1])
-  bytes = redis.call('HINCRBY', meta, 'b:' .. n, -dropped)
-  cost = redis.call('HINCRBY', meta, 'cost', -(dropped + OVERHEAD))
-  redis.call('HSET', meta, 'l:' .. n, string.match(first[1], '^(%d+)'))
+  s = {base = base, meta = meta, tag = tag, cost = tonumber(got[2] or '0'),
+       lw = tonumber(got[3] or '0'), made = tonumber(got[4] or '0'), streams = {}}
+  sessions[base] = s
+  touched[#touched + 1] = s
+  return s
 end
-local max_cost = tonumber(ARGV[6])
-if cost > max_cost then
-  -- drop whole streams, the oldest first, the GET stream last, never this one
-  local streams = {}
-  local fields = redis.call('HKEYS', meta)
-  for _, field in ipairs(fields) do
-    local other = string.match(field, '^x:(%d+)$')
-    if other and other ~= n then streams[#streams + 1] = tonumber(other) end
+
+local function stream_of(s, n, seq)
+  local st = s.streams[n]
+  if st then return st end
+  st = {key = s.base .. 'x:' .. n, n = n, count = 0, bytes = 0}
+  local bytes = redis.call('HGET', s.meta, 'b:' .. n)
+  if bytes then
+    st.bytes = tonumber(bytes)
+    st.count = redis.call('XLEN', st.key)
+  else
+    redis.call('HSET', s.meta, 'x:' .. n, 1)
+    if n ~= '0' then
+      s.made = s.made + 1
+      redis.call('ZADD', s.base .. 'xs', s.made, n)
+      -- (a stream the byte bound dropped whole, written again: what it had is lost)
+      if tonumber(n) <= s.lw then st.lost = seq - 1 end
+    end
   end
-  table.sort(streams, function(a, b)
-    if a == 0 then return false end
-    if b == 0 then return true end
-    return a < b
-  end)
-  for _, other in ipairs(streams) do
-    if cost <= max_cost then break end
-    local key = (string.gsub(stream, ':x:%d+$', ':x:' .. other))
-    if other == 0 then
-      local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
-      if last then redis.call('HSET', meta, 'l:0', string.match(last[1], '^(%d+)')) end
-    else
-      -- (one watermark for the POST streams dropped whole, oldest first: a
-      -- field for each would grow the hash for the session's whole life)
-      redis.call('HDEL', meta, 'l:' .. other)
-      if other > tonumber(redis.call('HGET', meta, 'lw') or '0') then
-        redis.call('HSET', meta, 'lw', other)
+  s.streams[n] = st
+  return st
+end
+
+local function drop_stream(s, other)
+  local st = s.streams[other]
+  local key = s.base .. 'x:' .. other
+  local count, held
+  if st then
+    count, held = st.count, st.bytes
+  else
+    count = redis.call('XLEN', key)
+    held = tonumber(redis.call('HGET', s.meta, 'b:' .. other) or '0')
+  end
+  if other == '0' then
+    local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+    if last then
+      redis.call('HSET', s.meta, 'l:0', string.match(last[1], '^(%d+)'))
+    elseif st and st.lost then
+      redis.call('HSET', s.meta, 'l:0', st.lost)
+    end
+  else
+    -- (one watermark for the POST streams dropped whole, oldest first: a
+    -- field for each would grow the hash for the session's whole life)
+    redis.call('ZREM', s.base .. 'xs', other)
+    if tonumber(other) > s.lw then s.lw = tonumber(other) end
+  end
+  s.cost = s.cost - (held + count * OVERHEAD)
+  redis.call('DEL', key)
+  if other == '0' then
+    redis.call('HDEL', s.meta, 'x:0', 'b:0')
+  else
+    redis.call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other)
+  end
+  s.streams[other] = nil
+end
+
+-- drop whole streams, the oldest first, the GET stream last, never `keep`
+local function shed(s, keep)
+  while s.cost > max_cost do
+    local oldest = redis.call('ZRANGE', s.base .. 'xs', 0, 1)
+    local other = oldest[1]
+    if other == keep then other = oldest[2] end
+    if not other then
+      if keep == '0' or not (s.streams['0'] or redis.call('HEXISTS', s.meta, 'x:0') == 1) then
+        return
+      end
+      other = '0'
+    end
+    drop_stream(s, other)
+  end
+end
+
+local function add(s, n, seq, data)
+  local st = stream_of(s, n, seq)
+  local size = string.len(data)
+  local id = seq .. '-0'
+  redis.call('XADD', st.key, id, 'd', data, 't', now)
+  if st.count == 0 then st.first = {id, size, now} end
+  st.count = st.count + 1
+  st.bytes = st.bytes + size
+  st.dirty = true
+  s.cost = s.cost + size + OVERHEAD
+  while st.count > 0 do
+    local first = st.first
+    if not first then
+      local entry = redis.call('XRANGE', st.key, '-', '+', 'COUNT', 1)[1]
+      if not entry then break end
+      first = {entry[1], string.len(entry[2][2]), tonumber(entry[2][4])}
+      st.first = first
+    end
+    if not (st.count > max_events or st.bytes > max_bytes or first[3] < oldest_allowed) then
+      break
+    end
+    redis.call('XDEL', st.key, first[1])
+    st.count = st.count - 1
+    st.bytes = st.bytes - first[2]
+    s.cost = s.cost - (first[2] + OVERHEAD)
+    st.lost = tonumber(string.match(first[1], '^(%d+)'))
+    st.first = nil
+  end
+  if s.cost > max_cost then shed(s, n) end
+end
+
+local function flush()
+  for _, s in ipairs(touched) do
+    local fields = {'cost', s.cost, 'made', s.made, 'lw', s.lw}
+    for n, st in pairs(s.streams) do
+      if st.dirty then
+        fields[#fields + 1] = 'b:' .. n
+        fields[#fields + 1] = st.bytes
+        if st.lost then
+          fields[#fields + 1] = 'l:' .. n
+          fields[#fields + 1] = st.lost
+        end
+        redis.call('PEXPIRE', st.key, ttl)
+      end
+      if #fields >= 500 then  -- (unpack's stack is bounded)
+        redis.call('HSET', s.meta, unpack(fields))
+        fields = {'cost', s.cost}
       end
     end
-    local count = redis.call('XLEN', key)
-    local held = tonumber(redis.call('HGET', meta, 'b:' .. other) or '0')
-    cost = redis.call('HINCRBY', meta, 'cost', -(held + count * OVERHEAD))
-    redis.call('DEL', key)
-    redis.call('HDEL', meta, 'x:' .. other, 'b:' .. other)
+    redis.call('HSET', s.meta, unpack(fields))
+    redis.call('PEXPIRE', s.meta, ttl)
+    redis.call('PEXPIRE', s.base .. 'xs', ttl)
   end
 end
-local ttl = tonumber(ARGV[7])
-redis.call('PEXPIRE', meta, ttl)
-redis.call('PEXPIRE', stream, ttl)
+""".replace("OVERHEAD", str(EVENT_OVERHEAD))
+
+#: KEYS: meta, stream, holder; ARGV: the six of `EVENTS_LIB`, data, n, this
+#: process's channel, session id. Numbers the event and adds it; for the
+#: GET stream (0) of a session whose stream another process holds, publishes
+#: it to that process. Returns {tag, seq}.
+APPEND = (
+    EVENTS_LIB
+    + """
+local n, data = ARGV[8], ARGV[7]
+local s = session(string.sub(KEYS[1], 1, -2))
+local seq = redis.call('HINCRBY', s.meta, 'seq', 1)
+add(s, n, seq, data)
+flush()
 if n == '0' then
   local holder = redis.call('GET', KEYS[3])
   if holder and holder ~= ARGV[9] then
-    redis.call('PUBLISH', holder, ARGV[10] .. ' ' .. seq .. ' ' .. tag .. '-0-' .. seq
-               .. ' ' .. ARGV[1])
+    redis.call('PUBLISH', holder, ARGV[10] .. ' ' .. seq .. ' ' .. s.tag .. '-0-' .. seq
+               .. ' ' .. data)
   end
 end
-return {tag, seq}
-end
-""".replace("OVERHEAD", str(EVENT_OVERHEAD))
-APPEND = APPEND_ONE + "return append(KEYS, ARGV)\n"
+return {s.tag, seq}
+"""
+)
 
-#: The events numbered here, all at once: ARGV: max events, max bytes, max age
-#: ms, max session bytes, ttl ms, a new tag, this process's channel, the key
-#: prefix, then per event: session id, n, seq, data.
+#: One call for all this process has to tell Redis: ARGV: the six of
+#: `EVENTS_LIB`, this process's channel, the key prefix, the lease ms, the
+#: sequence numbers a stream reserves; then three lists of numbers, and one
+#: string that holds the rest, one after the other (a few arguments rather
+#: than four an event: the client's cost is per argument): the streams to
+#: open (per stream: the length of its session id and of its request ids,
+#: JSON or empty), the events numbered here (the length of the session id,
+#: n, seq, the length of the data) and the POST streams that ended here (the
+#: length of the session id, n).
+#: Opening a stream numbers it, reserves its sequence numbers and, with
+#: request ids, takes its lease and writes them (``_redis_posts.py``); an
+#: ended stream gets its mark (as long-lived as the session's events; its
+#: lease, read no more, lapses by itself). Returns {n, tag, first seq} for
+#: each stream opened.
 WRITE = (
-    APPEND_ONE
+    EVENTS_LIB
     + """
-local prefix = ARGV[8]
-for i = 9, #ARGV, 4 do
-  local base = prefix .. ':{' .. ARGV[i] .. '}:'
-  append({base .. 'e', base .. 'x:' .. ARGV[i + 1], base .. 'holder'},
-         {ARGV[i + 3], ARGV[i + 1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5],
-          ARGV[6], ARGV[7], ARGV[i], ARGV[i + 2]})
+local channel, prefix, lease, block = ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
+local blob, at = ARGV[14], 1
+local function take(length)
+  local part = string.sub(blob, at, at + length - 1)
+  at = at + length
+  return part
 end
-return 0
+local opens, opened, answer = {}, {}, {}
+for id_length, ids_length in string.gmatch(ARGV[11], '(%d+) (%d+)') do
+  local base = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
+  opens[#opens + 1] = {base, take(tonumber(ids_length))}
+  opened[base] = (opened[base] or 0) + 1
+end
+for base, count in pairs(opened) do
+  local s = session(base)
+  s.opened = redis.call('HINCRBY', s.meta, 'opened', count) - count
+  s.seq = redis.call('HINCRBY', s.meta, 'seq', count * block) - count * block
+end
+for _, open in ipairs(opens) do
+  local base, ids = open[1], open[2]
+  local s = sessions[base]
+  s.opened = s.opened + 1
+  if ids ~= '' then
+    redis.call('SET', base .. 'p:' .. s.opened, channel, 'PX', lease)
+    redis.call('SET', base .. 'r:' .. s.opened, ids, 'PX', ttl)
+  end
+  answer[#answer + 1] = s.opened
+  answer[#answer + 1] = s.tag
+  answer[#answer + 1] = s.seq + 1
+  s.seq = s.seq + block
+end
+for id_length, n, seq, length in string.gmatch(ARGV[12], '(%d+) (%d+) (%d+) (%d+)') do
+  local s = session(prefix .. ':{' .. take(tonumber(id_length)) .. '}:')
+  add(s, n, tonumber(seq), take(tonumber(length)))
+end
+flush()
+for id_length, n in string.gmatch(ARGV[13], '(%d+) (%d+)') do
+  local base = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
+  local left = ttl
+  if not sessions[base] then left = redis.call('PTTL', base .. 'e') end
+  -- (the lease lapses by itself: with the mark, nobody reads it any more)
+  if tonumber(left) > 0 then redis.call('SET', base .. 'a:' .. n, 1, 'PX', left) end
+end
+return answer
 """
 )
 
@@ -183,28 +330,6 @@ end
 return {'ok', tag, entries}
 """
 
-#: KEYS: meta; ARGV: ttl ms, a new tag, how many sequence numbers to reserve,
-#: this process's channel, the lease ms, the stream's request ids (JSON, or '').
-#: {the number of the session's next POST stream, the session's tag, the
-#: first of the sequence numbers reserved for it}. With request ids, this
-#: process takes the stream's lease and writes them (``_redis_posts.py``).
-OPEN_STREAM = """
-local opened = redis.call('HINCRBY', KEYS[1], 'opened', 1)
-if ARGV[6] ~= '' then
-  redis.call('SET', (string.gsub(KEYS[1], ':e$', ':p:' .. opened)), ARGV[4], 'PX', ARGV[5])
-  redis.call('SET', (string.gsub(KEYS[1], ':e$', ':r:' .. opened)), ARGV[6], 'PX', ARGV[1])
-end
-local tag = redis.call('HGET', KEYS[1], 'tag')
-if not tag then
-  tag = ARGV[2]
-  redis.call('HSET', KEYS[1], 'tag', tag)
-end
-local block = tonumber(ARGV[3])
-local first = redis.call('HINCRBY', KEYS[1], 'seq', block) - block + 1
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return {opened, tag, first}
-"""
-
 #: KEYS: meta; ARGV: n, the newest sequence lost. Marks events that never
 #: reached Redis as dropped, so that a resume is told (410), never shown less.
 LOST = """
@@ -225,9 +350,23 @@ for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
   local n = string.match(field, '^x:(%d+)$')
   if n then redis.call('DEL', (string.gsub(KEYS[1], ':e$', ':x:' .. n))) end
 end
-redis.call('DEL', KEYS[1])
+redis.call('DEL', KEYS[1], (string.gsub(KEYS[1], ':e$', ':xs')))
 return 0
 """
+
+
+class Opening:
+    """The streams waiting for the next `RedisEventStore.write` to open them."""
+
+    __slots__ = ("streams", "done", "answer", "error")
+
+    def __init__(self) -> None:
+        #: (session id, request ids) of each
+        self.streams: list[tuple[bytes, bytes]] = []
+        self.done = trio.Event()
+        #: the script's answer: (n, tag, first seq) of each, flattened
+        self.answer: list[Any] = []
+        self.error: BaseException | None = None
 
 
 class RedisEventStore:
@@ -239,8 +378,8 @@ class RedisEventStore:
         self._max_age_ms = max(1, math.ceil(limits.max_age_s * 1000))
         #: the buffers live as long as their session may
         self.ttl_ms = max(1, math.ceil((config.session_idle_timeout_s + grace_s) * 1000))
-        #: the bounds every append passes its script (events, bytes, age ms,
-        #: the session's bytes, the TTL ms), in that order
+        #: the bounds every script about events takes first (events, bytes,
+        #: age ms, the session's bytes, the TTL ms), in that order
         self._bounds = [
             limits.max_events,
             limits.max_bytes,
@@ -252,8 +391,14 @@ class RedisEventStore:
         self._blocks: dict[tuple[str, int], list[Any]] = {}
         #: events numbered here, not yet in Redis: (session id, n, seq, data)
         self._unwritten: list[tuple[str, int, int, bytes]] = []
+        #: streams to open at the next write
+        self._opening = Opening()
+        #: POST streams ended here whose mark is not written yet: (session id, n)
+        self._ended: list[tuple[str, int]] = []
         self._wake = trio.Event()
         self._writing = trio.Lock()
+        #: whether `_write_loop` runs (else an opening writes by itself)
+        self._writer_running = False
         link.tasks.append(self._write_loop)
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
@@ -273,46 +418,93 @@ class RedisEventStore:
         return f"{tag.decode()}-{stream}-{seq}"
 
     def closed_stream(self, session_id: str, stream: int) -> None:
-        """POST stream `stream` has ended: number no more of its events here."""
+        """POST stream `stream` has ended: number no more of its events here,
+        and mark its end in Redis (after its events) at the next write."""
         self._blocks.pop((session_id, stream), None)
+        self._ended.append((session_id, stream))
+        self._wake.set()
 
     async def _write_loop(self) -> None:
-        """Write the events numbered here, as they come, until cancelled."""
-        while True:
-            await self._wake.wait()
-            self._wake = trio.Event()
-            await self.write()
+        """Write what is pending, as it comes, until cancelled."""
+        self._writer_running = True
+        try:
+            while True:
+                await self._wake.wait()
+                self._wake = trio.Event()
+                await self.write()
+        finally:
+            self._writer_running = False
 
     async def write(self) -> None:
-        """Put the events numbered here into Redis: one round trip for them all.
-        Events that cannot be written (Redis is away) are marked lost there, so
-        that a resume is told (410) rather than shown less."""
+        """Tell Redis, in one round trip, all that is pending: the streams to
+        open, the events numbered here, the ends of streams. Events that cannot
+        be written (Redis is away) are marked lost there, so that a resume is
+        told (410) rather than shown less; the openings fail (503); the ends
+        wait for the next write."""
         async with self._writing:  # (a stream's events go in order)
             batch, self._unwritten = self._unwritten, []
-            if not batch:
-                return
-            link = self.link
-            args: list[Any] = [
-                *self._bounds,
-                secrets.token_hex(4),
-                link.process_channel,
-                link.key(),
-            ]
-            for session_id, stream, seq, data in batch:
-                args += (session_id, stream, seq, data)
+            opening, self._opening = self._opening, Opening()
+            ended, self._ended = self._ended, []
             try:
-                await link.script("write", WRITE)(keys=[], args=args)
-            except Exception as error:
-                logger.warning("Redis: %d events not written: %r", len(batch), error)
-                lost = {(s, n): seq for s, n, seq, _ in batch}
-                with contextlib.suppress(Exception):
-                    async with link.client.pipeline(transaction=False) as pipeline:
-                        for (session_id, stream), seq in lost.items():
-                            link.script("lost", LOST)(
-                                keys=[link.session_key(session_id, "e")],
-                                args=[stream, seq],
-                                client=pipeline,
-                            )
+                if batch or opening.streams or ended:
+                    await self._write(batch, opening, ended)
+            finally:
+                if not opening.done.is_set():  # (cancelled)
+                    opening.error = opening.error or OSError("the Redis writer stopped")
+                    opening.done.set()
+
+    async def _write(
+        self,
+        batch: list[tuple[str, int, int, bytes]],
+        opening: Opening,
+        ended: list[tuple[str, int]],
+    ) -> None:
+        link = self.link
+        parts: list[bytes] = []
+        opens = []
+        for opened_in, ids in opening.streams:
+            opens.append(f"{len(opened_in)} {len(ids)}")
+            parts += (opened_in, ids)
+        events = []
+        for session_id, stream, seq, data in batch:
+            sid = session_id.encode()
+            events.append(f"{len(sid)} {stream} {seq} {len(data)}")
+            parts += (sid, data)
+        ends = []
+        for session_id, stream in ended:
+            sid = session_id.encode()
+            ends.append(f"{len(sid)} {stream}")
+            parts.append(sid)
+        args = [
+            *self._bounds,
+            secrets.token_hex(4),
+            link.process_channel,
+            link.key(),
+            LEASE_MS,
+            SEQ_BLOCK,
+            " ".join(opens),
+            " ".join(events),
+            " ".join(ends),
+            b"".join(parts),
+        ]
+        try:
+            opening.answer = await link.script("write", WRITE)(keys=[], args=args)
+        except Exception as error:
+            logger.warning("Redis: %d events not written: %r", len(batch), error)
+            opening.error = error
+            opening.done.set()
+            self._ended[:0] = ended  # (next time)
+            lost = {(s, n): seq for s, n, seq, _ in batch}
+            with contextlib.suppress(Exception):
+                async with link.client.pipeline(transaction=False) as pipeline:
+                    for (session_id, stream), seq in lost.items():
+                        link.script("lost", LOST)(
+                            keys=[link.session_key(session_id, "e")],
+                            args=[stream, seq],
+                            client=pipeline,
+                        )
+            return
+        opening.done.set()
 
     async def append_many(
         self, session_ids: list[str], stream: int, data: bytes, now: float
@@ -338,13 +530,12 @@ class RedisEventStore:
             link.session_key(session_id, "holder"),
         ]
         args = [
-            data,
-            stream,
             *self._bounds,
             secrets.token_hex(4),
+            data,
+            stream,
             link.process_channel,
             session_id,
-            "",
         ]
         return keys, args
 
@@ -389,19 +580,21 @@ class RedisEventStore:
         pass  # (Redis drops old events as it adds new ones, and the TTL does the rest)
 
     async def open_stream(self, session_id: str, request_ids: RequestIds | None = None) -> int:
-        link = self.link
+        """Numbered by the next write, with the other streams opened meanwhile
+        and the events numbered here: one round trip for them all."""
         ids = dumps(list(request_ids())) if request_ids is not None else b""
-        opened, tag, first = await link.script("open_stream", OPEN_STREAM)(
-            keys=[link.session_key(session_id, "e")],
-            args=[
-                self.ttl_ms,
-                secrets.token_hex(4),
-                SEQ_BLOCK,
-                link.process_channel,
-                LEASE_MS,
-                ids,
-            ],
-        )
+        opening = self._opening
+        index = len(opening.streams) * 3
+        opening.streams.append((session_id.encode(), ids))
+        if self._writer_running:
+            self._wake.set()
+        else:
+            await self.write()
+        await opening.done.wait()
+        if opening.error is not None:
+            with answering_503(self.link):
+                raise opening.error
+        opened, tag, first = opening.answer[index : index + 3]
         self._blocks[session_id, opened] = [tag.decode(), first, first + SEQ_BLOCK - 1]
         return int(opened)
 

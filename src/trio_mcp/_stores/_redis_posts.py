@@ -53,23 +53,15 @@ PRODUCER_GONE: Final = MCPError(
     "answered; send the request again",
 )
 
-#: ARGV: channel, lease ms, prefix; then the streams produced here (id, n), '';
-#: those that ended (id, n). (The lease is taken, and the request ids written,
-#: by the event store's ``OPEN_STREAM``.) The marks live as long as the
-#: session's events (none for a session whose events are gone).
+#: ARGV: channel, lease ms, prefix; then the streams produced here (id, n).
+#: (The event store's ``WRITE`` takes the lease and writes the request ids
+#: when a stream opens, and marks its end: as long-lived as the session's
+#: events, none for a session whose events are gone.)
 RENEW = """
 local channel, ms, prefix = ARGV[1], ARGV[2], ARGV[3]
-local i = 4
-while ARGV[i] ~= '' do
+for i = 4, #ARGV, 2 do
   local key = prefix .. ':{' .. ARGV[i] .. '}:p:' .. ARGV[i + 1]
   if redis.call('GET', key) == channel then redis.call('PEXPIRE', key, ms) end
-  i = i + 2
-end
-for j = i + 1, #ARGV, 2 do
-  local base = prefix .. ':{' .. ARGV[j] .. '}:'
-  local ttl = redis.call('PTTL', base .. 'e')
-  if ttl > 0 then redis.call('SET', base .. 'a:' .. ARGV[j + 1], 1, 'PX', ttl) end
-  redis.call('DEL', base .. 'p:' .. ARGV[j + 1])
 end
 return 0
 """
@@ -169,9 +161,6 @@ class PostLeases:
         self._lease_ms = math.ceil(LEASE_S * 1000)
         #: streams produced here (their leases are renewed)
         self._producing: set[tuple[str, int]] = set()
-        #: streams ended here whose mark is not written yet
-        self._ended: list[tuple[str, int]] = []
-        self._wake = trio.Event()
         self._following: dict[int, Following] = {}
         self._more = trio.Event()
         link.tasks.append(self._renew)
@@ -183,40 +172,23 @@ class PostLeases:
         self._producing.add((session_id, number))
 
     def produced(self, session_id: str, number: int) -> None:
-        self.events.closed_stream(session_id, number)
         self._producing.discard((session_id, number))
-        self._ended.append((session_id, number))
-        self._wake.set()
+        self.events.closed_stream(session_id, number)  # (its end is marked there)
 
     async def _renew(self) -> None:
-        """Write new leases, renew the others and mark ended streams, until cancelled."""
+        """Renew the leases of the streams produced here every `RENEW_S`, until cancelled."""
         link = self.link
         script = link.script("renew_posts", RENEW)
         while True:
-            with trio.move_on_after(RENEW_S):
-                await self._wake.wait()
-            self._wake = trio.Event()
+            await trio.sleep(RENEW_S)
             renewed = [part for key in self._producing for part in key]
-            ended, self._ended = self._ended, []
-            if not (renewed or ended):
-                continue
-            ended_args = [part for key in ended for part in key]
-            try:
-                if ended:
-                    await self.events.write()  # (a stream's events before its end)
-                await script(
-                    keys=[],
-                    args=[
-                        link.process_channel,
-                        self._lease_ms,
-                        link.key(),
-                        *renewed,
-                        "",
-                        *ended_args,
-                    ],
-                )
-            except Exception:
-                self._ended += ended  # (Redis is away, say: next time)
+            if renewed:
+                try:
+                    await script(
+                        keys=[], args=[link.process_channel, self._lease_ms, link.key(), *renewed]
+                    )
+                except Exception as error:
+                    logger.warning("Redis: renewing leases: %r", error)  # (next time)
 
     # ---- the streams of other processes followed here ---------------------------
 
