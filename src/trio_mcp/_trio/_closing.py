@@ -1,6 +1,6 @@
 """How the HTTP server ends a connection without losing what it sent: a
 lingering close after a last answer, and sends and closes that never raise
-for a peer already gone."""
+for a peer already gone (`close_connection`, at a connection's end)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Final
 
 import trio
 
-from ._connection import ByteStream
+from .._http._connection import IDLE
+from ._connection import ByteStream, Connection
 
 
 async def send_quietly(stream: ByteStream, data: bytes) -> None:
@@ -52,3 +53,19 @@ async def close_quietly(stream: ByteStream) -> None:
             await stream.aclose()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+
+
+async def close_connection(stream: ByteStream, conn: Connection, at_once: bool) -> None:
+    """A connection's end: `at_once`, or after its last answer is read."""
+    if conn.hop is not None:
+        conn.hop.close()
+        conn.hop = None
+    interruptible = conn.interruptible
+    if at_once and interruptible is not None:
+        interruptible.close()  # (with no scope and no wait: nothing to wait for)
+        return
+    with trio.CancelScope(shield=True):
+        if at_once or (conn.timer.cancelled_caught and conn.http.phase is IDLE):
+            await close_quietly(stream)
+        else:
+            await lingering_close(stream)

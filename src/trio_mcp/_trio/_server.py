@@ -68,7 +68,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
-from ._closing import LINGER_S, close_quietly, lingering_close, send_quietly
+from ._closing import LINGER_S, close_connection, send_quietly
 from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
 from ._connection import (
     LAST_REQUEST_GRACE_S,
@@ -393,7 +393,8 @@ class HTTPServer:
             conn.answering = None  # (a writer that refers back to it)
             if conn.holding:
                 self.quota.give_body(conn.holding)
-            await _close(stream, conn, peer_gone or hop is not None)  # (a hop: nothing unread)
+            # (a hop: nothing unread)
+            await close_connection(stream, conn, peer_gone or hop is not None)
 
     async def _converse(self, stream: ByteStream, conn: Connection) -> bool:
         """Read requests and answer them in order until the connection must close.
@@ -666,22 +667,6 @@ async def _answer_overdue(
             await send_quietly(stream, http.error_response(_TOO_SLOW, dates.get()))
         return False
     return peer_gone
-
-
-async def _close(stream: ByteStream, conn: Connection, at_once: bool) -> None:
-    """A connection's end: `at_once`, or after its last answer is read."""
-    if conn.hop is not None:
-        conn.hop.close()
-        conn.hop = None
-    interruptible = conn.interruptible
-    if at_once and interruptible is not None:
-        interruptible.close()  # (with no scope and no wait: nothing to wait for)
-        return
-    with trio.CancelScope(shield=True):
-        if at_once or (conn.timer.cancelled_caught and conn.http.phase is IDLE):
-            await close_quietly(stream)
-        else:
-            await lingering_close(stream)
 
 
 @python_coroutine
