@@ -4,7 +4,7 @@ Run from a checkout with the dev interpreter (valgrind must be installed)::
 
     PYTHONPATH=src python benchmarks/instructions.py [--scenario call|initialize|sse]
         [--protocol 2025-11-25|2026-07-28] [--requests 20000] [--connections 8]
-        [--warmup 2000] [--json PATH] [--server-args "--metrics /metrics ..."]
+        [--warmup 2000] [--json PATH] [--keep-dump PATH] [--server-args "--metrics /metrics ..."]
 
 Starts ``benchmarks/_suite_server.py`` (compiled extensions required) under
 ``valgrind --tool=callgrind`` on a free 127.0.0.1 port, sends ``--warmup``
@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -160,6 +161,8 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         if not dumps:
             raise SystemExit("callgrind wrote no dump")
         instructions = total_instructions(dumps[-1].read_text())
+        if args.keep_dump:
+            shutil.copyfile(dumps[-1], args.keep_dump)
     return {
         "scenario": args.scenario,
         "protocol": args.protocol,
@@ -179,6 +182,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--warmup", type=int, default=2_000)
     parser.add_argument("--json", help="write the result here")
+    parser.add_argument("--keep-dump", help="copy the callgrind dump here (for callgrind_annotate)")
     parser.add_argument(
         "--server-args",
         default="",

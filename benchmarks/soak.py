@@ -2,7 +2,7 @@
 server, for a bounded time.
 
     python benchmarks/soak.py [--minutes 10] [--warmup-minutes 2] [--json PATH]
-        [--batches off|times|kinds] [--tracemalloc]
+        [--batches off|times|kinds] [--tracemalloc] [--pin]
 
 On loopback, all of it stopping by itself:
 
@@ -271,8 +271,13 @@ class ServerLog:
         return dict(self.lines[-1]) if self.lines else {}
 
 
+def pinned(cpus: str | None) -> list[str]:
+    """The prefix that runs a command on `cpus` (nothing: anywhere)."""
+    return ["taskset", "-c", cpus] if cpus else []
+
+
 def benches(
-    port: int, seconds: float, tmp: Path, tag: str, rate: float
+    port: int, seconds: float, tmp: Path, tag: str, rate: float, cpus: str | None = None
 ) -> list[subprocess.Popen[bytes]]:
     """The well-behaved clients: 8 connections per era, for `seconds`, each
     era sending `rate` calls/s (0: as fast as answered)."""
@@ -281,7 +286,8 @@ def benches(
         out = tmp / f"{tag}-{protocol}.json"
         runs.append(
             subprocess.Popen(
-                [sys.executable, "-m", "trio_mcp", "bench", f"http://127.0.0.1:{port}/mcp"]
+                pinned(cpus)
+                + [sys.executable, "-m", "trio_mcp", "bench", f"http://127.0.0.1:{port}/mcp"]
                 + ["--scenario", "call", "--protocol", protocol, "--connections", "8"]
                 + ["--duration", str(seconds), "--warmup", "1", "--quiet", "--json", str(out)]
                 + (["--rate", str(rate)] if rate else [])
@@ -332,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
         help="time the server's scheduler batches in CPU (kinds: and name the steps of long ones)",
     )
     parser.add_argument("--tracemalloc", action="store_true", help="the server traces allocations")
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server and the well-behaved clients on CPU 0, the hostile clients on the "
+        "other CPUs (taskset), so that the attack's own CPU does not delay the calls measured",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--hostile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -343,8 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit()
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
+    cpus = os.cpu_count() or 1
+    if args.pin and cpus < 2:
+        parser.error("--pin needs at least 2 CPUs")
+    served_on, attacked_from = ("0", f"1-{cpus - 1}") if args.pin else (None, None)
     server = subprocess.Popen(
-        [sys.executable, str(HERE / "_soak_server.py"), "--port", str(port)]
+        pinned(served_on)
+        + [sys.executable, str(HERE / "_soak_server.py"), "--port", str(port)]
         + ["--idle-timeout", str(args.idle_timeout)]
         + (["--no-gc-freeze"] if args.no_gc_freeze else [])
         + {"off": [], "times": ["--batches"], "kinds": ["--batch-kinds"]}[args.batches]
@@ -363,27 +380,28 @@ def main(argv: list[str] | None = None) -> int:
         start = log.last()
         with tempfile.TemporaryDirectory() as name:
             tmp = Path(name)
-            for run in benches(port, 10, tmp, "warmup", args.rate):
+            for run in benches(port, 10, tmp, "warmup", args.rate, served_on):
                 run.wait(timeout=200)
             marks["unloaded"] = len(log.lines)
-            for run in benches(port, args.baseline_seconds, tmp, "unloaded", args.rate):
+            for run in benches(port, args.baseline_seconds, tmp, "unloaded", args.rate, served_on):
                 run.wait(timeout=args.baseline_seconds + 200)
             marks["attack"] = len(log.lines)
             unloaded = results(tmp, "unloaded")
             before_attack = log.last()
             attacker = subprocess.Popen(
-                [sys.executable, __file__, "--hostile", "--port", str(port)]
+                pinned(attacked_from)
+                + [sys.executable, __file__, "--hostile", "--port", str(port)]
                 + ["--seconds", str(warmup_s + hostile_s)],
                 stdout=subprocess.PIPE,
                 text=True,
             )
             time.sleep(5)  # (the slowloris connections ramp up)
             if warmup_s > 5:
-                for run in benches(port, warmup_s - 5, tmp, "warm", args.rate):
+                for run in benches(port, warmup_s - 5, tmp, "warm", args.rate, served_on):
                     run.wait(timeout=warmup_s + 300)
             marks["measured"] = len(log.lines)
             warm = log.last()
-            for run in benches(port, hostile_s - 10, tmp, "loaded", args.rate):
+            for run in benches(port, hostile_s - 10, tmp, "loaded", args.rate, served_on):
                 run.wait(timeout=hostile_s + 300)
             marks["attack_end"] = len(log.lines)
             output, _ = attacker.communicate(timeout=300)
@@ -427,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": args.minutes,
         "warmup_minutes": args.warmup_minutes,
         "rate": args.rate,
+        "pinned": args.pin,
         "unloaded": unloaded,
         "loaded": loaded,
         "p99_ratio": ratios,
