@@ -2,7 +2,7 @@
 thousands of connections trickle their request heads a line at a time.
 
     python benchmarks/slowloris.py [--connections 9000] [--addresses 1]
-        [--seconds 10] [--json PATH]
+        [--seconds 10] [--rate N] [--reconnect] [--pin] [--json PATH]
 
 One run, on loopback, bounded in time:
 
@@ -58,6 +58,20 @@ def raise_fd_limit() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def pinned(cpus: str | None) -> list[str]:
+    """The prefix that runs a command on `cpus` (nothing: anywhere)."""
+    return ["taskset", "-c", cpus] if cpus else []
+
+
+def pinned_cpus(parser: argparse.ArgumentParser) -> tuple[str, str]:
+    """Where `--pin` puts the server with the clients measured (CPU 0) and the
+    attacker (every other CPU)."""
+    cpus = os.cpu_count() or 1
+    if cpus < 2:
+        parser.error("--pin needs at least 2 CPUs")
+    return "0", f"1-{cpus - 1}"
+
+
 def wait_until_up(port: int, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -69,12 +83,15 @@ def wait_until_up(port: int, timeout_s: float = 20.0) -> None:
     raise SystemExit("the server did not start")
 
 
-def bench(port: int, seconds: float, connections: int, rate: float | None) -> dict[str, Any]:
+def bench(
+    port: int, seconds: float, connections: int, rate: float | None, cpus: str | None = None
+) -> dict[str, Any]:
     """One run of the normal client (open loop at `rate` calls/s, if given); its report."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "bench.json"
         subprocess.run(
-            [
+            pinned(cpus)
+            + [
                 sys.executable,
                 "-m",
                 "trio_mcp",
@@ -200,6 +217,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="make each connection again when the server drops it (a churn attack)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server and the normal client on CPU 0, the attacker on the other CPUs "
+        "(taskset), so that the attack's own CPU does not delay the calls measured",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--attack", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -210,20 +233,23 @@ def main(argv: list[str] | None = None) -> int:
         return attack_main(args)
     raise_fd_limit()
     port = free_port()
+    served_on, attacked_from = pinned_cpus(parser) if args.pin else (None, None)
     server = subprocess.Popen(
-        [sys.executable, "-m", "trio_mcp", "run", EVERYTHING, "--port", str(port)]
+        pinned(served_on)
+        + [sys.executable, "-m", "trio_mcp", "run", EVERYTHING, "--port", str(port)]
         + ["--log-level", "warning"],
         preexec_fn=raise_fd_limit,
     )
     attacker = None
     try:
         wait_until_up(port)
-        quiet = bench(port, args.seconds, args.clients, args.rate)
+        quiet = bench(port, args.seconds, args.clients, args.rate, served_on)
         before = server_usage(server.pid)
         ramp_s = max(2.0, args.connections / 3000)
         attack_s = ramp_s + args.seconds + 5  # (the bench's start-up and warm-up too)
         attacker = subprocess.Popen(
-            [sys.executable, __file__, "--attack", "--port", str(port)]
+            pinned(attacked_from)
+            + [sys.executable, __file__, "--attack", "--port", str(port)]
             + ["--connections", str(args.connections), "--addresses", str(args.addresses)]
             + ["--seconds", str(attack_s)]
             + (["--reconnect"] if args.reconnect else []),
@@ -232,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         time.sleep(ramp_s)
         during = server_usage(server.pid)
-        loaded = bench(port, args.seconds, args.clients, args.rate)
+        loaded = bench(port, args.seconds, args.clients, args.rate, served_on)
         output, _ = attacker.communicate(timeout=attack_s + 30)  # (it stops by itself)
         attacked = json.loads(output.strip().splitlines()[-1]) if output.strip() else {}
         result = {
@@ -241,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": args.seconds,
             "reconnect": args.reconnect,
             "rate": args.rate,
+            "pinned": args.pin,
             "unloaded": quiet,
             "loaded": loaded,
             "p99_ratio": round(loaded["p99_ms"] / quiet["p99_ms"], 2),

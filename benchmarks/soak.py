@@ -62,7 +62,14 @@ import trio
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from _batches import distribution  # noqa: E402
-from slowloris import free_port, raise_fd_limit, trickler, wait_until_up  # noqa: E402
+from slowloris import (  # noqa: E402
+    free_port,
+    pinned,
+    pinned_cpus,
+    raise_fd_limit,
+    trickler,
+    wait_until_up,
+)
 
 MODERN = "2026-07-28"
 SLOWLORIS = 5000
@@ -271,11 +278,6 @@ class ServerLog:
         return dict(self.lines[-1]) if self.lines else {}
 
 
-def pinned(cpus: str | None) -> list[str]:
-    """The prefix that runs a command on `cpus` (nothing: anywhere)."""
-    return ["taskset", "-c", cpus] if cpus else []
-
-
 def benches(
     port: int, seconds: float, tmp: Path, tag: str, rate: float, cpus: str | None = None
 ) -> list[subprocess.Popen[bytes]]:
@@ -355,10 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit()
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(HERE.parent / "src")}
-    cpus = os.cpu_count() or 1
-    if args.pin and cpus < 2:
-        parser.error("--pin needs at least 2 CPUs")
-    served_on, attacked_from = ("0", f"1-{cpus - 1}") if args.pin else (None, None)
+    served_on, attacked_from = pinned_cpus(parser) if args.pin else (None, None)
     server = subprocess.Popen(
         pinned(served_on)
         + [sys.executable, str(HERE / "_soak_server.py"), "--port", str(port)]
