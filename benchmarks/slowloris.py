@@ -121,6 +121,7 @@ def bench(
         "p50_ms": report["latency_ms"]["p50"],
         "p99_ms": report["latency_ms"]["p99"],
         "worst_second_p99_ms": max(series) if series else None,
+        "p99_ms_by_second": series,
     }
 
 
