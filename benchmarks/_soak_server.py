@@ -2,12 +2,13 @@
 broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
 
     PYTHONPATH=src python benchmarks/_soak_server.py --port P [--idle-timeout 60]
-        [--batches | --batch-kinds] [--tracemalloc]
+        [--no-gc-freeze] [--no-malloc-trim] [--batches | --batch-kinds] [--tracemalloc]
 
 The configuration is the default one but for the session idle timeout (60 s,
 so that a flood of abandoned sessions ends within the run), and the process
-runs as ``run`` would: the trio tweaks, the paced full collections and the
-freezing of what survives them (``--no-gc-freeze``: not).
+runs as ``run`` would: the trio tweaks, the paced full collections, the
+freezing of what survives them (``--no-gc-freeze``: not) and the trimming of
+glibc's heap at the same pace (``--no-malloc-trim``: not).
 
 ``--batches`` adds the CPU time of trio's scheduler batches to each line
 (`_batches.BatchTimes`); ``--batch-kinds`` also counts the steps of long
@@ -38,6 +39,7 @@ from trio_mcp._trio._collector import (
     collect_fully,
     freeze_survivors,
     frozen_survivors,
+    heap_trimmer,
     paced_full_collections,
 )
 from trio_mcp._trio._tweaks import applied as trio_tweaks
@@ -121,8 +123,8 @@ async def main(
     tracing: bool,
 ) -> None:
     # What `run` does around the server (a script's run has no statistics
-    # to print): the lean instrument checks, the paced full collections and
-    # the freezing of what survives them.
+    # to print): the lean instrument checks, the paced full collections, the
+    # freezing of what survives them and the heap's trimming.
     if batches is not None:
         trio.lowlevel.add_instrument(batches)
     if lean:
@@ -134,7 +136,8 @@ async def main(
             lambda task_status: serve_mcp(app, config, task_status=task_status)
         )
         if pacing is not None:
-            await nursery.start(partial(collect_fully, pacing, freeze=freezing))
+            trim = heap_trimmer(config.http.malloc_trim)
+            await nursery.start(partial(collect_fully, pacing, freezing, trim))
         nursery.start_soon(report, server, batches, tracing)
         nursery.start_soon(broadcast)
 
@@ -144,6 +147,7 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--idle-timeout", type=float, default=60.0)
     parser.add_argument("--no-gc-freeze", action="store_true")
+    parser.add_argument("--no-malloc-trim", action="store_true")
     parser.add_argument("--batches", action="store_true")
     parser.add_argument("--batch-kinds", action="store_true")
     parser.add_argument("--tracemalloc", action="store_true")
@@ -155,7 +159,9 @@ if __name__ == "__main__":
         tracemalloc.start()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    http = ServerConfig(port=args.port, gc_freeze=not args.no_gc_freeze)
+    http = ServerConfig(
+        port=args.port, gc_freeze=not args.no_gc_freeze, malloc_trim=not args.no_malloc_trim
+    )
     config = MCPConfig(http=http, session_idle_timeout_s=args.idle_timeout)
     with (
         trio_tweaks(config.http.trio_tweaks) as tweaks,

@@ -337,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
         "--no-gc-freeze", action="store_true", help="the server freezes nothing (gc_freeze off)"
     )
     parser.add_argument(
+        "--no-malloc-trim",
+        action="store_true",
+        help="the server keeps glibc's free heap pages (malloc_trim off)",
+    )
+    parser.add_argument(
         "--batches",
         choices=("off", "times", "kinds"),
         default="times",
@@ -366,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
         + [sys.executable, str(HERE / "_soak_server.py"), "--port", str(port)]
         + ["--idle-timeout", str(args.idle_timeout)]
         + (["--no-gc-freeze"] if args.no_gc_freeze else [])
+        + (["--no-malloc-trim"] if args.no_malloc_trim else [])
         + {"off": [], "times": ["--batches"], "kinds": ["--batch-kinds"]}[args.batches]
         + (["--tracemalloc"] if args.tracemalloc else []),
         stdout=subprocess.PIPE,
@@ -448,6 +454,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_minutes": args.warmup_minutes,
         "rate": args.rate,
         "pinned": args.pin,
+        "malloc_trim": not args.no_malloc_trim,
         "unloaded": unloaded,
         "loaded": loaded,
         "p99_ratio": ratios,

@@ -135,6 +135,13 @@ class ServerConfig:
             cyclic garbage made of frozen objects is never freed while the
             server runs, so turn this off for an application that drops
             long-lived objects in reference cycles. Unfrozen when the run ends.
+        malloc_trim: when trio-mcp runs trio itself with a C library that has
+            ``malloc_trim`` (glibc), at each ``gc_full_interval_s`` hand the
+            allocator's free pages back to the system, so that the process's
+            RSS follows what it holds instead of its high-water mark. Under
+            the soak's attack the peak RSS was a third lower; each call took
+            0.3-10 ms (benchmarks/README.md). Elsewhere, or with
+            ``gc_full_interval_s`` None, nothing is done.
     """
 
     host: str = "127.0.0.1"
@@ -168,6 +175,7 @@ class ServerConfig:
     ssl_cert_reqs: str = "none"
     ssl_handshake_timeout_s: float = 10.0
     gc_freeze: bool = True
+    malloc_trim: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:

@@ -1,10 +1,12 @@
 """Full garbage collections at a pace while trio-mcp runs trio itself: the
 automatic ones are off, one runs every interval, and all is as it was after;
-with freezing, what survives start-up and each paced collection is frozen."""
+with freezing, what survives start-up and each paced collection is frozen;
+with trimming, glibc's free heap pages go back to the system each interval."""
 
 from __future__ import annotations
 
 import gc
+import platform
 import socket
 import subprocess
 import sys
@@ -23,6 +25,7 @@ from trio_mcp._trio._collector import (
     freeze_survivors,
     frozen_survivors,
     generational,
+    heap_trimmer,
     paced_full_collections,
 )
 
@@ -109,14 +112,11 @@ run(threshold, config)
 """
 
 
-def serve_and_report(interval: float, freeze: bool) -> tuple[int, int]:
-    """The third threshold and the number of frozen objects, as a server's
-    handler sees them under `run` with these settings."""
+def served_tuple(script: str, *args: str) -> list[int]:
+    """Run `script` (a server on the port it is given first, then `args`),
+    GET / once, and return the tuple of integers its handler answered."""
     port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVE_AND_REPORT_THRESHOLD, str(port), str(interval)]
-        + ["freeze" if freeze else "no-freeze"]
-    )
+    server = subprocess.Popen([sys.executable, "-c", script, str(port), *args])
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -134,8 +134,16 @@ def serve_and_report(interval: float, freeze: bool) -> tuple[int, int]:
     finally:
         server.terminate()
         server.wait(timeout=20)
-    values = reply.rsplit(b"\r\n\r\n", 1)[1].strip(b"()").split(b",")
-    return int(values[2]), int(values[3])
+    return [int(value) for value in reply.rsplit(b"\r\n\r\n", 1)[1].strip(b"()").split(b",")]
+
+
+def serve_and_report(interval: float, freeze: bool) -> tuple[int, int]:
+    """The third threshold and the number of frozen objects, as a server's
+    handler sees them under `run` with these settings."""
+    values = served_tuple(
+        SERVE_AND_REPORT_THRESHOLD, str(interval), "freeze" if freeze else "no-freeze"
+    )
+    return values[2], values[3]
 
 
 @generational_only
@@ -208,3 +216,75 @@ def test_run_freezes_what_start_up_built_unless_told_not_to(freeze: bool) -> Non
 
 def test_freezing_is_on_by_default() -> None:
     assert ServerConfig().gc_freeze is True
+
+
+FRAGMENT_AND_REPORT_RSS = """
+import sys, time
+import trio
+from trio_mcp import Response, ServerConfig, run
+
+def rss_kib():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
+
+async def fragment(request):
+    # 80 MB of glibc's heap (objects over pymalloc's 512 bytes), then all but
+    # one in 64 dropped: the pages between the kept ones are free, but glibc
+    # keeps them (only the heap's top is given back by free itself)
+    blocks = [bytes(1000) for _ in range(80_000)]
+    kept = blocks[::64]
+    del blocks
+    before = rss_kib()
+    await trio.sleep(1.0)  # (several of the paced intervals)
+    return Response(200, [], repr((before, rss_kib(), len(kept))).encode())
+
+run(fragment, ServerConfig(
+    port=int(sys.argv[1]), gc_full_interval_s=0.1, malloc_trim=sys.argv[2] == "trim"
+))
+"""
+
+
+def fragmented_rss(trim: bool) -> tuple[int, int]:
+    """A server's RSS (KiB) right after its handler fragmented glibc's heap,
+    and a second later, under `run` with `malloc_trim` as given."""
+    before, after, _ = served_tuple(FRAGMENT_AND_REPORT_RSS, "trim" if trim else "keep")
+    return before, after
+
+
+GLIBC = platform.libc_ver()[0] == "glibc"
+
+
+@pytest.mark.skipif(not GLIBC, reason="malloc_trim is glibc's")
+def test_run_hands_the_heaps_free_pages_back_unless_told_not_to() -> None:
+    before, after = fragmented_rss(trim=True)
+    assert before - after > 40_000  # (of about 78 MB freed, in KiB)
+    before, after = fragmented_rss(trim=False)
+    assert abs(before - after) < 10_000
+
+
+def test_the_trimmer_is_glibcs_malloc_trim_or_none() -> None:
+    assert heap_trimmer(False) is None
+    trimmer = heap_trimmer(True)
+    if GLIBC:
+        assert trimmer is not None
+        assert trimmer() in (0, 1)  # (1: memory was given back)
+    else:
+        assert trimmer is None or callable(trimmer)
+
+
+async def test_each_paced_interval_trims_when_told_to() -> None:
+    trims: list[float] = []
+    async with trio.open_nursery() as nursery:
+        collections = await nursery.start(
+            partial(collect_fully, 0.02, trim=lambda: trims.append(trio.current_time()))
+        )
+        with trio.fail_after(5):
+            while len(trims) < 3:
+                await trio.sleep(0.01)
+        collections.cancel()
+    assert trims == sorted(trims)
+    assert trims[2] - trims[0] >= 0.03  # (one an interval, not all at once)
+
+
+def test_trimming_is_on_by_default() -> None:
+    assert ServerConfig().malloc_trim is True

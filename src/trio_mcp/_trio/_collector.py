@@ -34,6 +34,12 @@ freed by reference counting (the benchmarks count what was left frozen);
 an application that keeps long-lived objects in reference cycles and drops
 them should turn freezing off.
 
+With trimming on (glibc only), each interval also hands the C allocator's
+free pages back to the system (``malloc_trim``): objects over 512 bytes
+(buffers, bodies, large dicts) come from glibc's heap, which otherwise keeps
+every page it ever grew to while long-lived objects are scattered through
+it, so RSS stays at the high-water mark of the worst moment.
+
 Process-wide, so applied only where trio-mcp owns the process's trio run
 (``run``, ``run_mcp``, ``trio-mcp run``), and only on the generational
 collector: the incremental one (a third threshold of 0) already keeps its
@@ -44,8 +50,10 @@ frozen is unfrozen when the run ends.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from typing import Final
 
 import trio
@@ -92,6 +100,21 @@ def frozen_survivors(enabled: bool) -> Iterator[bool]:
         gc.unfreeze()
 
 
+def heap_trimmer(enabled: bool) -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)`` (hands every free page of the allocator's
+    heaps back to the system) when `enabled` and the process's C library has
+    it; None otherwise (musl, macOS, Windows)."""
+    if not (enabled and sys.platform.startswith("linux")):
+        return None
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return lambda: trim(0)
+
+
 def freeze_survivors() -> None:
     """A full collection, then every object that survived it moves to the
     permanent generation, which later collections do not walk."""
@@ -100,11 +123,16 @@ def freeze_survivors() -> None:
 
 
 async def collect_fully(
-    interval_s: float, freeze: bool = False, *, task_status: trio.TaskStatus[trio.CancelScope]
+    interval_s: float,
+    freeze: bool = False,
+    trim: Callable[[], object] | None = None,
+    *,
+    task_status: trio.TaskStatus[trio.CancelScope],
 ) -> None:
     """Every `interval_s`, a full collection if anything was promoted since
-    (followed by `freeze_survivors`'s freeze when `freeze`), until the cancel
-    scope it starts with (``await nursery.start(...)``) is cancelled."""
+    (followed by `freeze_survivors`'s freeze when `freeze`), then `trim`
+    (`heap_trimmer`'s) if given, until the cancel scope it starts with
+    (``await nursery.start(...)``) is cancelled."""
     with trio.CancelScope() as scope:
         task_status.started(scope)
         while True:
@@ -114,3 +142,5 @@ async def collect_fully(
                     freeze_survivors()
                 else:
                     gc.collect()
+            if trim is not None:
+                trim()  # (after the collection: what it freed goes back too)

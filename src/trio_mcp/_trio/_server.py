@@ -69,7 +69,13 @@ from .._http._handler import (
 )
 from .._speedups import USING_EXTENSIONS
 from ._closing import LINGER_S, close_connection, send_quietly
-from ._collector import collect_fully, freeze_survivors, frozen_survivors, paced_full_collections
+from ._collector import (
+    collect_fully,
+    freeze_survivors,
+    frozen_survivors,
+    heap_trimmer,
+    paced_full_collections,
+)
 from ._connection import (
     LAST_REQUEST_GRACE_S,
     ByteStream,
@@ -712,7 +718,8 @@ def run(
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
     with ``config.gc_full_interval_s``, full garbage collections are paced,
     and with ``config.gc_freeze`` what survives start-up and each of them is
-    frozen (``_collector.py``). `listeners`: listening sockets to serve
+    frozen, and with ``config.malloc_trim`` the C allocator's free pages go
+    back to the system at the same pace (``_collector.py``). `listeners`: listening sockets to serve
     instead of binding ``config.host`` and ``config.port`` (non-blocking,
     closed at the end). `spread`: a worker's share of its group's
     connections (``_spread.py``: it passes some to the others).
@@ -754,8 +761,9 @@ def run(
                 return
             collections: trio.CancelScope | None = None
             if pacing is not None:
+                trim = heap_trimmer(settings.malloc_trim)
                 collections = await nursery.start(
-                    in_python, collect_fully, pacing, freezing, name=collect_fully
+                    in_python, collect_fully, pacing, freezing, trim, name=collect_fully
                 )
             (started or _log_listening)(server)
             with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
