@@ -69,8 +69,10 @@ LEASE_MS: Final = 3000
 EVENTS_LIB = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
--- (as text once: Lua would format the number again for every XADD)
-local now_text = string.format('%d', now)
+-- (numbers go to redis.call as text made here: given a number, Redis formats
+-- it with %.17g, which costs more than the command it goes to)
+local function text(number) return string.format('%d', number) end
+local now_text = text(now)
 local max_events, max_bytes = tonumber(ARGV[1]), tonumber(ARGV[2])
 local oldest_allowed = now - tonumber(ARGV[3])
 local max_cost, ttl, new_tag = tonumber(ARGV[4]), ARGV[5], ARGV[6]
@@ -107,7 +109,7 @@ local function stream_of(s, n, seq)
     st.new = true  -- (its x: field comes with the flush)
     if n ~= '0' then
       s.made = s.made + 1
-      redis.call('ZADD', s.base .. 'xs', s.made, n)
+      redis.call('ZADD', s.base .. 'xs', text(s.made), n)
       -- (a stream the byte bound dropped whole, written again: what it had is lost)
       if tonumber(n) <= s.lw then st.lost = seq - 1 end
     end
@@ -132,12 +134,13 @@ local function drop_stream(s, other)
     if last then
       redis.call('HSET', s.meta, 'l:0', string.match(last[1], '^(%d+)'))
     elseif st and st.lost then
-      redis.call('HSET', s.meta, 'l:0', st.lost)
+      redis.call('HSET', s.meta, 'l:0', text(st.lost))
     end
   else
     -- (one watermark for the POST streams dropped whole, oldest first: a
     -- field for each would grow the hash for the session's whole life)
-    if tonumber(other) > s.lw then s.lw = tonumber(other) end
+    local number = tonumber(other)
+    if number > s.lw then s.lw = number end
   end
   s.cost = s.cost - (held + count * OVERHEAD)
   redis.call('DEL', key)
@@ -209,25 +212,25 @@ end
 
 local function flush()
   for _, s in ipairs(touched) do
-    local fields = {'cost', s.cost, 'made', s.made, 'lw', s.lw}
+    local fields = {'cost', text(s.cost), 'made', text(s.made), 'lw', text(s.lw)}
     local function put(field, value)
       fields[#fields + 1] = field
       fields[#fields + 1] = value
       if #fields >= 500 then  -- (unpack's stack is bounded)
         redis.call('HSET', s.meta, unpack(fields))
-        fields = {'cost', s.cost}
+        fields = {'cost', text(s.cost)}
       end
     end
     for n, st in pairs(s.streams) do
       if st.dirty then
-        if st.new then put('x:' .. n, 1) end
-        put('b:' .. n, st.bytes)
-        if st.lost then put('l:' .. n, st.lost) end
+        if st.new then put('x:' .. n, '1') end
+        put('b:' .. n, text(st.bytes))
+        if st.lost then put('l:' .. n, text(st.lost)) end
         redis.call('PEXPIRE', st.key, ttl)
       end
     end
     for n, ids in pairs(s.ids) do put('r:' .. n, ids) end
-    for _, n in ipairs(s.ends) do put('a:' .. n, 1) end
+    for _, n in ipairs(s.ends) do put('a:' .. n, '1') end
     redis.call('HSET', s.meta, unpack(fields))
     redis.call('PEXPIRE', s.meta, ttl)
     redis.call('PEXPIRE', s.base .. 'xs', ttl)
@@ -290,7 +293,7 @@ end
 local bases, listed = {}, 0
 for id_length in string.gmatch(ARGV[11], '%d+') do
   listed = listed + 1
-  bases[tostring(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
+  bases[text(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
 end
 local opens, opened, answer = {}, {}, {}
 for i, ids_length in string.gmatch(ARGV[12], '(%d+) (%d+)') do
@@ -300,16 +303,17 @@ for i, ids_length in string.gmatch(ARGV[12], '(%d+) (%d+)') do
 end
 for base, count in pairs(opened) do
   local s = session(base)
-  s.opened = redis.call('HINCRBY', s.meta, 'opened', count) - count
-  s.seq = redis.call('HINCRBY', s.meta, 'seq', count * block) - count * block
+  s.opened = redis.call('HINCRBY', s.meta, 'opened', text(count)) - count
+  s.seq = redis.call('HINCRBY', s.meta, 'seq', text(count * block)) - count * block
 end
 for _, open in ipairs(opens) do
   local base, ids = open[1], open[2]
   local s = sessions[base]
   s.opened = s.opened + 1
   if ids ~= '' then
-    redis.call('SET', base .. 'p:' .. s.opened, channel, 'PX', lease)
-    s.ids[tostring(s.opened)] = ids
+    local n = text(s.opened)
+    redis.call('SET', base .. 'p:' .. n, channel, 'PX', lease)
+    s.ids[n] = ids
   end
   answer[#answer + 1] = s.opened
   answer[#answer + 1] = s.tag
@@ -329,7 +333,7 @@ for i, n in string.gmatch(ARGV[14], '(%d+) (%d+)') do
     if not got[1] then
       -- (the session's events are gone: no field, which would have no TTL)
     elseif got[2] or got[3] then
-      if s then s.ends[#s.ends + 1] = n else redis.call('HSET', meta, 'a:' .. n, 1) end
+      if s then s.ends[#s.ends + 1] = n else redis.call('HSET', meta, 'a:' .. n, '1') end
     else
       if s then s.ids[n] = nil end
       redis.call('HDEL', meta, 'r:' .. n)
