@@ -3,7 +3,9 @@ same appends (GET stream and POST streams, written one by one or in batches
 of many streams) leave the same events to replay and the same losses (410)
 under the count, byte and session-byte bounds, checked for every event id
 handed out, against a real redis-server. (One difference, on the safe side:
-see `test_the_bounds_drop_what_the_memory_store_drops`.)"""
+see `test_the_bounds_drop_what_the_memory_store_drops`.) What it keeps beside
+the events (a POST stream's request ids and end mark) goes with the stream,
+and every key it leaves has a TTL."""
 
 from __future__ import annotations
 
@@ -15,9 +17,10 @@ from redis_fixtures import COREDIS_LEFTOVERS, StartRedis
 from trio_mcp import MCPConfig
 from trio_mcp._errors import EventsLost
 from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
-from trio_mcp._stores._events import MemoryEventStore
+from trio_mcp._stores._events import MemoryEventStore, RequestIds
 from trio_mcp._stores._redis import RedisLink
 from trio_mcp._stores._redis_events import RedisEventStore
+from trio_mcp._stores._redis_posts import ABANDON
 from trio_mcp._stores._stores import event_limits
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
@@ -32,6 +35,11 @@ async def outcome(store: MemoryEventStore | RedisEventStore, event_id: str) -> O
     except EventsLost:
         return "lost"
     return None if found is None else [event.data for event in found[1]]
+
+
+def answering(request_id: int) -> RequestIds:
+    """What a POST stream answering `request_id` gives `open_stream`."""
+    return lambda: ([request_id], False)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -55,6 +63,7 @@ async def test_the_bounds_drop_what_the_memory_store_drops(
     issued: list[tuple[int, str, str]] = []
     async with link.opened():
         streams = [0]  # (those still produced)
+        ended: set[int] = set()
 
         async def append(stream: int, data: bytes) -> None:
             if stream == 0:
@@ -66,7 +75,7 @@ async def test_the_bounds_drop_what_the_memory_store_drops(
 
         for step in range(120):
             if rng.random() < 0.2 and len(streams) < 30:
-                opened = await events.open_stream("s")
+                opened = await events.open_stream("s", answering(step))
                 assert opened == await memory.open_stream("s")
                 streams.append(opened)
                 await append(opened, b"")  # (a priming event: streams begin in order)
@@ -77,6 +86,7 @@ async def test_the_bounds_drop_what_the_memory_store_drops(
             if stream and rng.random() < 0.1:
                 events.closed_stream("s", stream)
                 streams.remove(stream)
+                ended.add(stream)
         await events.write()
         watermark = int(await link.client.hget(link.session_key("s", "e"), "lw") or 0)
         lost = 0
@@ -90,6 +100,26 @@ async def test_the_bounds_drop_what_the_memory_store_drops(
                 assert got == "lost" and 0 < stream <= watermark, (stream, memory_id, got)
             lost += expected == "lost"
         assert 0 < lost < len(issued)  # (the bounds did drop, and not everything)
+        await kept_beside_the_events(link, produced=set(streams), ended=ended)
+
+
+async def kept_beside_the_events(link: RedisLink, produced: set[int], ended: set[int]) -> None:
+    """A POST stream's request ids and end mark are there while its events
+    are, the ids also while it is produced, and nothing else of it is; every
+    key has a TTL (a key without one would outlive its session)."""
+    fields = await link.client.hgetall(link.session_key("s", "e"))
+    kept = {int(field[2:]) for field in fields if field.startswith(b"x:")} - {0}
+    for stream in kept:
+        assert b"r:%d" % stream in fields
+        assert (b"a:%d" % stream in fields) == (stream in ended)
+    for field in fields:
+        kind, _, number = field.partition(b":")
+        if kind == b"r":
+            assert int(number) in kept | produced, field
+        if kind == b"a":
+            assert int(number) in kept, field
+    keys = await link.client.keys("*")
+    assert keys and all([await link.client.pttl(key) > 0 for key in keys])
 
 
 async def test_a_post_stream_dropped_whole_then_written_again_tells_a_resume_of_its_loss(
@@ -115,3 +145,64 @@ async def test_a_post_stream_dropped_whole_then_written_again_tells_a_resume_of_
                 await store.replay("s", first, 0.0)
             found = await store.replay("s", later, 0.0)
             assert found is not None and found[1] == []
+
+
+async def test_a_dead_producer_s_stream_is_marked_once_and_never_in_a_hash_that_is_gone(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    events = RedisEventStore(link, MCPConfig(), 0.0)
+    async with link.opened():
+        number = await events.open_stream("s", answering(1))
+        await events.append("s", number, b"", 0.0)
+        await events.write()
+        meta, lease = link.session_key("s", "e"), link.session_key("s", f"p:{number}")
+        abandon = link.script("abandon", ABANDON)
+        assert await abandon(keys=[meta, lease], args=[number]) == 0  # (its lease is held)
+        await link.client.delete([lease])  # (it lapsed: the producer died)
+        assert await abandon(keys=[meta, lease], args=[number]) == 1
+        assert await abandon(keys=[meta, lease], args=[number]) == 0  # (once)
+        await kept_beside_the_events(link, produced=set(), ended={number})
+        await events.drop_session("s")
+        assert await abandon(keys=[meta, lease], args=[number]) == 0
+        assert not await link.client.keys("*")
+
+
+async def test_a_stream_over_the_session_bound_alone_or_oldest_keeps_its_place(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    config = MCPConfig(event_buffer_session_bytes=2 * (100 + EVENT_OVERHEAD))
+    events = RedisEventStore(link, config, 0.0)
+    memory = MemoryEventStore(event_limits(config))
+    issued: dict[int, list[tuple[str, str]]] = {}  # (stream's memory and Redis ids)
+    async with link.opened():
+
+        async def append(stream: int, size: int) -> None:
+            issued.setdefault(stream, []).append(
+                (
+                    await memory.append("s", stream, b"m" * size, 0.0),
+                    await events.append("s", stream, b"m" * size, 0.0),
+                )
+            )
+            await events.write()
+
+        alone = await events.open_stream("s", answering(1))
+        assert alone == await memory.open_stream("s")
+        for _ in range(3):  # (over the bound with no other stream to drop)
+            await append(alone, 100)
+        other = await events.open_stream("s", answering(2))
+        assert other == await memory.open_stream("s")
+        await append(other, 10)  # (drops the first stream, whole)
+        await append(alone, 10)  # (written again: newest, and told of its loss)
+        await append(other, 100)  # (the oldest now, kept: the first goes again)
+        await append(other, 10)
+        for stream, ids in issued.items():
+            for memory_id, redis_id in ids:
+                expected = await outcome(memory, memory_id)
+                got = await outcome(events, redis_id)
+                assert got == expected or (got == "lost" and stream == alone), (stream, got)
+        assert await outcome(events, issued[other][-1][1]) == []
+        await kept_beside_the_events(link, produced={alone, other}, ended=set())

@@ -6,10 +6,11 @@ whose entry ids are the session's event sequence numbers (``<seq>-0``), so
 a replay is one XRANGE after the client's last event. Beside them a hash
 (``<prefix>:{<id>}:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
-counts entries, not bytes) and, per stream, the newest sequence dropped;
-for the POST streams the session's byte bound dropped whole (the oldest
-first), one watermark, the newest such stream, so that the hash holds
-fields for the streams Redis still has only.
+counts entries, not bytes), per stream, the newest sequence dropped, and
+per POST stream the ids of the requests it answers and its end mark
+(``_redis_posts.py`` reads them); for the POST streams the session's byte
+bound dropped whole (the oldest first), one watermark, the newest such
+stream, so that the hash holds fields for the streams Redis still has only.
 
 `append` is one script, one round trip: it numbers the event, adds it,
 drops what the bounds (`EventLimits`: count, bytes, age; the session's bytes
@@ -59,14 +60,19 @@ LEASE_MS: Final = 3000
 #: `add` applies an event's bounds exactly as if each event were its own
 #: script (the memory store's `SessionEvents.store`), but keeps what it reads
 #: (a session's tag and bytes, a stream's length, bytes and first entry) in
-#: Lua tables for the rest of the call, and `flush` writes them back once, so
-#: that an event costs its XADD and little else. A session's POST streams
-#: with events are also a sorted set (``xs``), in the order they were made
-#: (``made`` counts them), so that the byte bound finds the oldest without
-#: reading the hash.
+#: Lua tables for the rest of the call, and `flush` writes them back once, in
+#: one HSET a session with what else the call has for its hash (a new
+#: stream's field, request ids, end marks), so that an event costs its XADD
+#: and little else. A session's POST streams with events are also a sorted
+#: set (``xs``), in the order they were made (``made`` counts them), so that
+#: the byte bound finds the oldest without reading the hash.
 EVENTS_LIB = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- (numbers go to redis.call as text made here: given a number, Redis formats
+-- it with %.17g, which costs more than the command it goes to)
+local function text(number) return string.format('%d', number) end
+local now_text = text(now)
 local max_events, max_bytes = tonumber(ARGV[1]), tonumber(ARGV[2])
 local oldest_allowed = now - tonumber(ARGV[3])
 local max_cost, ttl, new_tag = tonumber(ARGV[4]), ARGV[5], ARGV[6]
@@ -82,8 +88,10 @@ local function session(base)
     tag = new_tag
     redis.call('HSET', meta, 'tag', tag)
   end
+  -- (ids: stream -> its request ids; ends: the streams to mark ended)
   s = {base = base, meta = meta, tag = tag, cost = tonumber(got[2] or '0'),
-       lw = tonumber(got[3] or '0'), made = tonumber(got[4] or '0'), streams = {}}
+       lw = tonumber(got[3] or '0'), made = tonumber(got[4] or '0'), streams = {},
+       ids = {}, ends = {}}
   sessions[base] = s
   touched[#touched + 1] = s
   return s
@@ -98,10 +106,10 @@ local function stream_of(s, n, seq)
     st.bytes = tonumber(bytes)
     st.count = redis.call('XLEN', st.key)
   else
-    redis.call('HSET', s.meta, 'x:' .. n, 1)
+    st.new = true  -- (its x: field comes with the flush)
     if n ~= '0' then
       s.made = s.made + 1
-      redis.call('ZADD', s.base .. 'xs', s.made, n)
+      redis.call('ZADD', s.base .. 'xs', text(s.made), n)
       -- (a stream the byte bound dropped whole, written again: what it had is lost)
       if tonumber(n) <= s.lw then st.lost = seq - 1 end
     end
@@ -110,34 +118,41 @@ local function stream_of(s, n, seq)
   return st
 end
 
+-- `other` is out of ``xs`` already (`shed` pops it)
 local function drop_stream(s, other)
   local st = s.streams[other]
   local key = s.base .. 'x:' .. other
+  local got = redis.call('HMGET', s.meta, 'b:' .. other, 'a:' .. other)
   local count, held
   if st then
     count, held = st.count, st.bytes
   else
-    count = redis.call('XLEN', key)
-    held = tonumber(redis.call('HGET', s.meta, 'b:' .. other) or '0')
+    count, held = redis.call('XLEN', key), tonumber(got[1] or '0')
   end
   if other == '0' then
     local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
     if last then
       redis.call('HSET', s.meta, 'l:0', string.match(last[1], '^(%d+)'))
     elseif st and st.lost then
-      redis.call('HSET', s.meta, 'l:0', st.lost)
+      redis.call('HSET', s.meta, 'l:0', text(st.lost))
     end
   else
     -- (one watermark for the POST streams dropped whole, oldest first: a
     -- field for each would grow the hash for the session's whole life)
-    redis.call('ZREM', s.base .. 'xs', other)
-    if tonumber(other) > s.lw then s.lw = tonumber(other) end
+    local number = tonumber(other)
+    if number > s.lw then s.lw = number end
   end
   s.cost = s.cost - (held + count * OVERHEAD)
   redis.call('DEL', key)
   if other == '0' then
     redis.call('HDEL', s.meta, 'x:0', 'b:0')
+  elseif got[2] then
+    -- (ended: its request ids and mark go with it)
+    redis.call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other,
+               'a:' .. other, 'r:' .. other)
   else
+    -- (still produced: it may be written again, and a resume of what comes
+    -- then needs its request ids; its end takes them if it has no events)
     redis.call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other)
   end
   s.streams[other] = nil
@@ -145,10 +160,14 @@ end
 
 -- drop whole streams, the oldest first, the GET stream last, never `keep`
 local function shed(s, keep)
+  local made = s.base .. 'xs'
   while s.cost > max_cost do
-    local oldest = redis.call('ZRANGE', s.base .. 'xs', 0, 1)
+    local oldest = redis.call('ZPOPMIN', made)
     local other = oldest[1]
-    if other == keep then other = oldest[2] end
+    if other == keep then
+      other = redis.call('ZPOPMIN', made)[1]
+      redis.call('ZADD', made, oldest[2], keep)  -- (back in its place)
+    end
     if not other then
       if keep == '0' or not (s.streams['0'] or redis.call('HEXISTS', s.meta, 'x:0') == 1) then
         return
@@ -159,11 +178,12 @@ local function shed(s, keep)
   end
 end
 
+-- (`seq` as text where it can: a number would be formatted for the entry's id)
 local function add(s, n, seq, data)
   local st = stream_of(s, n, seq)
   local size = string.len(data)
   local id = seq .. '-0'
-  redis.call('XADD', st.key, id, 'd', data, 't', now)
+  redis.call('XADD', st.key, id, 'd', data, 't', now_text)
   if st.count == 0 then st.first = {id, size, now} end
   st.count = st.count + 1
   st.bytes = st.bytes + size
@@ -192,22 +212,25 @@ end
 
 local function flush()
   for _, s in ipairs(touched) do
-    local fields = {'cost', s.cost, 'made', s.made, 'lw', s.lw}
-    for n, st in pairs(s.streams) do
-      if st.dirty then
-        fields[#fields + 1] = 'b:' .. n
-        fields[#fields + 1] = st.bytes
-        if st.lost then
-          fields[#fields + 1] = 'l:' .. n
-          fields[#fields + 1] = st.lost
-        end
-        redis.call('PEXPIRE', st.key, ttl)
-      end
+    local fields = {'cost', text(s.cost), 'made', text(s.made), 'lw', text(s.lw)}
+    local function put(field, value)
+      fields[#fields + 1] = field
+      fields[#fields + 1] = value
       if #fields >= 500 then  -- (unpack's stack is bounded)
         redis.call('HSET', s.meta, unpack(fields))
-        fields = {'cost', s.cost}
+        fields = {'cost', text(s.cost)}
       end
     end
+    for n, st in pairs(s.streams) do
+      if st.dirty then
+        if st.new then put('x:' .. n, '1') end
+        put('b:' .. n, text(st.bytes))
+        if st.lost then put('l:' .. n, text(st.lost)) end
+        redis.call('PEXPIRE', st.key, ttl)
+      end
+    end
+    for n, ids in pairs(s.ids) do put('r:' .. n, ids) end
+    for _, n in ipairs(s.ends) do put('a:' .. n, '1') end
     redis.call('HSET', s.meta, unpack(fields))
     redis.call('PEXPIRE', s.meta, ttl)
     redis.call('PEXPIRE', s.base .. 'xs', ttl)
@@ -240,64 +263,84 @@ return {s.tag, seq}
 
 #: One call for all this process has to tell Redis: ARGV: the six of
 #: `EVENTS_LIB`, this process's channel, the key prefix, the lease ms, the
-#: sequence numbers a stream reserves; then three lists of numbers, and one
+#: sequence numbers a stream reserves; then four lists of numbers, and one
 #: string that holds the rest, one after the other (a few arguments rather
-#: than four an event: the client's cost is per argument): the streams to
-#: open (per stream: the length of its session id and of its request ids,
-#: JSON or empty), the events numbered here (the length of the session id,
-#: n, seq, the length of the data) and the POST streams that ended here (the
-#: length of the session id, n).
+#: than four an event: the client's cost is per argument): the lengths of the
+#: session ids (each once; the lists below name a session by its place in
+#: this one, from 1), the streams to open (per stream: its session and the
+#: length of its request ids, JSON or empty), the events numbered here (the
+#: session, n, seq, the length of the data) and the POST streams that ended
+#: here (the session, n).
 #: Opening a stream numbers it, reserves its sequence numbers and, with
-#: request ids, takes its lease and writes them (``_redis_posts.py``); an
-#: ended stream gets its mark (as long-lived as the session's events; its
-#: lease, read no more, lapses by itself). Returns {n, tag, first seq} for
-#: each stream opened.
+#: request ids, takes its lease and writes them. An ended stream with events
+#: gets its mark; one without (nothing of it reached Redis, so nobody can
+#: resume it) leaves no field behind. The request ids and the mark are fields
+#: of the session's hash, as long-lived as its events and dropped with the
+#: stream (``_redis_posts.py`` reads them); the lease, read no more once the
+#: mark is there, lapses by itself. Returns {n, tag, first seq} for each
+#: stream opened.
 WRITE = (
     EVENTS_LIB
     + """
 local channel, prefix, lease, block = ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
-local blob, at = ARGV[14], 1
+local blob, at = ARGV[15], 1
 local function take(length)
   local part = string.sub(blob, at, at + length - 1)
   at = at + length
   return part
 end
+-- (keyed by the place as text, as the lists below give it)
+local bases, listed = {}, 0
+for id_length in string.gmatch(ARGV[11], '%d+') do
+  listed = listed + 1
+  bases[text(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
+end
 local opens, opened, answer = {}, {}, {}
-for id_length, ids_length in string.gmatch(ARGV[11], '(%d+) (%d+)') do
-  local base = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
+for i, ids_length in string.gmatch(ARGV[12], '(%d+) (%d+)') do
+  local base = bases[i]
   opens[#opens + 1] = {base, take(tonumber(ids_length))}
   opened[base] = (opened[base] or 0) + 1
 end
 for base, count in pairs(opened) do
   local s = session(base)
-  s.opened = redis.call('HINCRBY', s.meta, 'opened', count) - count
-  s.seq = redis.call('HINCRBY', s.meta, 'seq', count * block) - count * block
+  s.opened = redis.call('HINCRBY', s.meta, 'opened', text(count)) - count
+  s.seq = redis.call('HINCRBY', s.meta, 'seq', text(count * block)) - count * block
 end
 for _, open in ipairs(opens) do
   local base, ids = open[1], open[2]
   local s = sessions[base]
   s.opened = s.opened + 1
   if ids ~= '' then
-    redis.call('SET', base .. 'p:' .. s.opened, channel, 'PX', lease)
-    redis.call('SET', base .. 'r:' .. s.opened, ids, 'PX', ttl)
+    local n = text(s.opened)
+    redis.call('SET', base .. 'p:' .. n, channel, 'PX', lease)
+    s.ids[n] = ids
   end
   answer[#answer + 1] = s.opened
   answer[#answer + 1] = s.tag
   answer[#answer + 1] = s.seq + 1
   s.seq = s.seq + block
 end
-for id_length, n, seq, length in string.gmatch(ARGV[12], '(%d+) (%d+) (%d+) (%d+)') do
-  local s = session(prefix .. ':{' .. take(tonumber(id_length)) .. '}:')
-  add(s, n, tonumber(seq), take(tonumber(length)))
+for i, n, seq, length in string.gmatch(ARGV[13], '(%d+) (%d+) (%d+) (%d+)') do
+  add(session(bases[i]), n, seq, take(tonumber(length)))
+end
+for i, n in string.gmatch(ARGV[14], '(%d+) (%d+)') do
+  local s = sessions[bases[i]]
+  if s and s.streams[n] then
+    s.ends[#s.ends + 1] = n
+  else
+    local meta = bases[i] .. 'e'
+    local got = redis.call('HMGET', meta, 'tag', 'x:' .. n, 'l:' .. n)
+    if not got[1] then
+      -- (the session's events are gone: no field, which would have no TTL)
+    elseif got[2] or got[3] then
+      if s then s.ends[#s.ends + 1] = n else redis.call('HSET', meta, 'a:' .. n, '1') end
+    else
+      if s then s.ids[n] = nil end
+      redis.call('HDEL', meta, 'r:' .. n)
+    end
+  end
 end
 flush()
-for id_length, n in string.gmatch(ARGV[13], '(%d+) (%d+)') do
-  local base = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
-  local left = ttl
-  if not sessions[base] then left = redis.call('PTTL', base .. 'e') end
-  -- (the lease lapses by itself: with the mark, nobody reads it any more)
-  if tonumber(left) > 0 then redis.call('SET', base .. 'a:' .. n, 1, 'PX', left) end
-end
 return answer
 """
 )
@@ -362,7 +405,7 @@ class Opening:
 
     def __init__(self) -> None:
         #: (session id, request ids) of each
-        self.streams: list[tuple[bytes, bytes]] = []
+        self.streams: list[tuple[str, bytes]] = []
         self.done = trio.Event()
         #: the script's answer: (n, tag, first seq) of each, flattened
         self.answer: list[Any] = []
@@ -460,21 +503,21 @@ class RedisEventStore:
         ended: list[tuple[str, int]],
     ) -> None:
         link = self.link
-        parts: list[bytes] = []
-        opens = []
-        for opened_in, ids in opening.streams:
-            opens.append(f"{len(opened_in)} {len(ids)}")
-            parts += (opened_in, ids)
-        events = []
-        for session_id, stream, seq, data in batch:
-            sid = session_id.encode()
-            events.append(f"{len(sid)} {stream} {seq} {len(data)}")
-            parts += (sid, data)
-        ends = []
-        for session_id, stream in ended:
-            sid = session_id.encode()
-            ends.append(f"{len(sid)} {stream}")
-            parts.append(sid)
+        # (each session id once, first in the blob; the lists name it by its place)
+        places: dict[str, str] = {}
+
+        def place(session_id: str) -> str:
+            found = places.get(session_id)
+            if found is None:
+                found = places[session_id] = str(len(places) + 1)
+            return found
+
+        opens = [f"{place(opened_in)} {len(ids)}" for opened_in, ids in opening.streams]
+        events = [f"{place(sid)} {stream} {seq} {len(data)}" for sid, stream, seq, data in batch]
+        ends = [f"{place(session_id)} {stream}" for session_id, stream in ended]
+        session_ids = [session_id.encode() for session_id in places]
+        parts = session_ids + [ids for _, ids in opening.streams]
+        parts += [data for _, _, _, data in batch]
         args = [
             *self._bounds,
             secrets.token_hex(4),
@@ -482,6 +525,7 @@ class RedisEventStore:
             link.key(),
             LEASE_MS,
             SEQ_BLOCK,
+            " ".join(str(len(session_id)) for session_id in session_ids),
             " ".join(opens),
             " ".join(events),
             " ".join(ends),
@@ -585,7 +629,7 @@ class RedisEventStore:
         ids = dumps(list(request_ids())) if request_ids is not None else b""
         opening = self._opening
         index = len(opening.streams) * 3
-        opening.streams.append((session_id.encode(), ids))
+        opening.streams.append((session_id, ids))
         if self._writer_running:
             self._wake.set()
         else:

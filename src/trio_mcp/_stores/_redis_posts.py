@@ -3,10 +3,10 @@ producing it gets its live events, and an error answer if that process dies.
 
 The producing process keeps a lease on each of its POST streams
 (``<prefix>:{<id>}:p:<n>`` = its channel, renewed every `RENEW_S`, lapsing
-after `LEASE_S`) and writes, beside the session's events (its ``e`` hash),
-the ids of the requests the stream will answer (``<prefix>:{<id>}:r:<n>``)
-and, once the stream has ended, a mark (``...:a:<n>``), both as long-lived as
-the session's events. A GET with ``Last-Event-ID`` for such
+after `LEASE_S`) and writes in the session's event hash (``e``) the ids of
+the requests the stream will answer (field ``r:<n>``) and, once the stream
+has ended, a mark (``a:<n>``): as long-lived as the session's events, and
+dropped with the stream's (``_redis_events.py``). A GET with ``Last-Event-ID`` for such
 a stream on another process, after its replay, follows the Redis stream by
 polling it every `FOLLOW_S`; it ends the GET once every request of the
 stream is answered, once the stream ended without answering (a cancelled
@@ -55,8 +55,7 @@ PRODUCER_GONE: Final = MCPError(
 
 #: ARGV: channel, lease ms, prefix; then the streams produced here (id, n).
 #: (The event store's ``WRITE`` takes the lease and writes the request ids
-#: when a stream opens, and marks its end: as long-lived as the session's
-#: events, none for a session whose events are gone.)
+#: when a stream opens, and marks its end.)
 RENEW = """
 local channel, ms, prefix = ARGV[1], ARGV[2], ARGV[3]
 for i = 4, #ARGV, 2 do
@@ -66,19 +65,22 @@ end
 return 0
 """
 
-#: KEYS: meta, stream, lease, mark, request ids; ARGV: n, after. {lease held,
-#: ended mark, request ids, event tag, newest sequence dropped, the entries
-#: after `after`}.
+#: KEYS: meta, stream, lease; ARGV: n, after. {lease held, ended mark,
+#: request ids, event tag, newest sequence dropped, the entries after `after`}.
 FOLLOW = """
 local n = ARGV[1]
+local got = redis.call('HMGET', KEYS[1], 'a:' .. n, 'r:' .. n, 'tag', 'l:' .. n, 'lw')
+local lost = got[4] or '0'
+-- (dropped whole by the byte bound: only the watermark tells)
+if redis.call('EXISTS', KEYS[2]) == 0 and tonumber(n) <= tonumber(got[5] or '0') then
+  lost = '9007199254740992'
+end
 return {
   redis.call('EXISTS', KEYS[3]),
-  redis.call('GET', KEYS[4]) or '',
-  redis.call('GET', KEYS[5]) or '',
-  redis.call('HGET', KEYS[1], 'tag') or '',
-  (redis.call('EXISTS', KEYS[2]) == 0
-   and tonumber(n) <= tonumber(redis.call('HGET', KEYS[1], 'lw') or '0')
-   and '9007199254740992') or redis.call('HGET', KEYS[1], 'l:' .. n) or '0',
+  got[1] or '',
+  got[2] or '',
+  got[3] or '',
+  lost,
   redis.call('XRANGE', KEYS[2], '(' .. ARGV[2] .. '-0', '+'),
 }
 """
@@ -88,13 +90,12 @@ return {
 ENDED: Final = b"1"
 ABANDONED: Final = b"2"
 
-#: KEYS: meta, lease, mark. 1 when the caller is the one to answer for the
+#: KEYS: meta, lease; ARGV: n. 1 when the caller is the one to answer for the
 #: stream's dead producer (its lease lapsed, and nobody has marked it).
 ABANDON = """
-local ttl = redis.call('PTTL', KEYS[1])
-if redis.call('EXISTS', KEYS[2]) == 1 or ttl <= 0 then return 0 end
-if redis.call('SET', KEYS[3], 2, 'NX', 'PX', ttl) then return 1 end
-return 0
+-- (no mark in a hash that is gone: HSETNX would make one without a TTL)
+if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('PTTL', KEYS[1]) <= 0 then return 0 end
+return redis.call('HSETNX', KEYS[1], 'a:' .. ARGV[1], 2)
 """
 
 
@@ -223,15 +224,8 @@ class PostLeases:
         session_id, number = following.session_id, following.number
         meta = link.session_key(session_id, "e")
         lease = link.session_key(session_id, f"p:{number}")
-        mark = link.session_key(session_id, f"a:{number}")
         held, ended, request_ids, tag, lost, entries = await link.script("follow", FOLLOW)(
-            keys=[
-                meta,
-                link.session_key(session_id, f"x:{number}"),
-                lease,
-                mark,
-                link.session_key(session_id, f"r:{number}"),
-            ],
+            keys=[meta, link.session_key(session_id, f"x:{number}"), lease],
             args=[number, following.after],
         )
         if int(lost) > following.shown:
@@ -264,7 +258,7 @@ class PostLeases:
             if following.answered_for_since is None:
                 following.answered_for_since = now
             return now - following.answered_for_since > LEASE_S
-        if not held and await link.script("abandon", ABANDON)(keys=[meta, lease, mark], args=[]):
+        if not held and await link.script("abandon", ABANDON)(keys=[meta, lease], args=[number]):
             await self._answer_for_the_dead(session_id, number, following)
         return False
 
