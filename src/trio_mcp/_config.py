@@ -138,9 +138,9 @@ class ServerConfig:
         malloc_trim: when trio-mcp runs trio itself with a C library that has
             ``malloc_trim`` (glibc), at each ``gc_full_interval_s`` hand the
             allocator's free pages back to the system, so that the process's
-            RSS follows what it holds instead of its high-water mark. Under
-            the soak's attack the peak RSS was a third lower; each call took
-            0.3-10 ms (benchmarks/README.md). Elsewhere, or with
+            RSS follows what it holds instead of its high-water mark; each
+            call holds the event loop for a few milliseconds on a large,
+            fragmented heap (benchmarks/README.md). Elsewhere, or with
             ``gc_full_interval_s`` None, nothing is done.
     """
 
