@@ -751,32 +751,33 @@ def run(
             finally:
                 waiting.cancel()
 
-        async with lifespan, trio.open_nursery() as nursery:
-            if freezing:
-                freeze_survivors()  # (the application, its stores and the server are built)
-            try:
-                await nursery.start(in_python, serving, name=serving)
-            except StartupError as exc:
-                failures.append(exc)
-                return
-            collections: trio.CancelScope | None = None
-            if pacing is not None:
-                trim = heap_trimmer(settings.malloc_trim)
-                collections = await nursery.start(
-                    in_python, collect_fully, pacing, freezing, trim, name=collect_fully
-                )
-            (started or _log_listening)(server)
-            with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals, waiting:
-                async for signum in signals:
-                    if not server.statistics().draining:
+        # (handlers before the listener: a SIGTERM once the port is open drains, never kills)
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with lifespan, trio.open_nursery() as nursery:
+                if freezing:
+                    freeze_survivors()  # (the application, its stores and the server are built)
+                try:
+                    await nursery.start(in_python, serving, name=serving)
+                except StartupError as exc:
+                    failures.append(exc)
+                    return
+                collections: trio.CancelScope | None = None
+                if pacing is not None:
+                    trim = heap_trimmer(settings.malloc_trim)
+                    collections = await nursery.start(
+                        in_python, collect_fully, pacing, freezing, trim, name=collect_fully
+                    )
+                (started or _log_listening)(server)
+                with waiting:
+                    async for signum in signals:
+                        if server.statistics().draining:
+                            logger.warning("got signal %d again: stopping at once", signum)
+                            nursery.cancel_scope.cancel()
+                            break
                         logger.info("got signal %d: draining (a second one stops at once)", signum)
                         server.shutdown()
-                    else:
-                        logger.warning("got signal %d again: stopping at once", signum)
-                        nursery.cancel_scope.cancel()
-                        break
-            if collections is not None:
-                collections.cancel()
+                if collections is not None:
+                    collections.cancel()
 
     with (
         trio_tweaks(settings.trio_tweaks) as tweaks,
