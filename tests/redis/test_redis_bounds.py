@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 
 import pytest
+import trio
 from redis_fixtures import COREDIS_LEFTOVERS, StartRedis
 
 from trio_mcp import MCPConfig
@@ -20,7 +21,7 @@ from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
 from trio_mcp._stores._events import MemoryEventStore, RequestIds
 from trio_mcp._stores._redis import RedisLink
 from trio_mcp._stores._redis_events import RedisEventStore
-from trio_mcp._stores._redis_posts import ABANDON
+from trio_mcp._stores._redis_posts import ABANDON, FOLLOW
 from trio_mcp._stores._stores import event_limits
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
@@ -40,6 +41,15 @@ async def outcome(store: MemoryEventStore | RedisEventStore, event_id: str) -> O
 def answering(request_id: int) -> RequestIds:
     """What a POST stream answering `request_id` gives `open_stream`."""
     return lambda: ([request_id], False)
+
+
+async def both_stores(
+    start_redis: StartRedis, config: MCPConfig
+) -> tuple[RedisLink, RedisEventStore, MemoryEventStore]:
+    """A link to a new redis-server, and a Redis and a memory event store of `config`."""
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    return link, RedisEventStore(link, config, 0.0), MemoryEventStore(event_limits(config))
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -125,11 +135,9 @@ async def kept_beside_the_events(link: RedisLink, produced: set[int], ended: set
 async def test_a_post_stream_dropped_whole_then_written_again_tells_a_resume_of_its_loss(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    config = MCPConfig(event_buffer_session_bytes=4 * (100 + EVENT_OVERHEAD))
-    events = RedisEventStore(link, config, 0.0)
-    memory = MemoryEventStore(event_limits(config))
+    link, events, memory = await both_stores(
+        start_redis, MCPConfig(event_buffer_session_bytes=4 * (100 + EVENT_OVERHEAD))
+    )
     async with link.opened():
         for store in (events, memory):
             slow = await store.open_stream("s")
@@ -172,11 +180,9 @@ async def test_a_dead_producer_s_stream_is_marked_once_and_never_in_a_hash_that_
 async def test_a_stream_over_the_session_bound_alone_or_oldest_keeps_its_place(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    config = MCPConfig(event_buffer_session_bytes=2 * (100 + EVENT_OVERHEAD))
-    events = RedisEventStore(link, config, 0.0)
-    memory = MemoryEventStore(event_limits(config))
+    link, events, memory = await both_stores(
+        start_redis, MCPConfig(event_buffer_session_bytes=2 * (100 + EVENT_OVERHEAD))
+    )
     issued: dict[int, list[tuple[str, str]]] = {}  # (stream's memory and Redis ids)
     async with link.opened():
 
@@ -206,3 +212,39 @@ async def test_a_stream_over_the_session_bound_alone_or_oldest_keeps_its_place(
                 assert got == expected or (got == "lost" and stream == alone), (stream, got)
         assert await outcome(events, issued[other][-1][1]) == []
         await kept_beside_the_events(link, produced={alone, other}, ended=set())
+
+
+async def test_a_stream_whose_key_lapsed_before_its_session_s_tells_a_resume_of_its_loss(
+    start_redis: StartRedis,
+) -> None:
+    # (a stream's key has its TTL refreshed by its own events only, the
+    # session's hash by every stream's: a stream left quiet lapses first)
+    link, events, _ = await both_stores(start_redis, MCPConfig(session_idle_timeout_s=0.4))
+    async with link.opened():
+        quiet = await events.open_stream("s", answering(1))
+        before = await events.append("s", quiet, b"", 0.0)
+        last = await events.append("s", quiet, b"progress", 0.0)
+        get_before = await events.append("s", 0, b"", 0.0)
+        get_last = await events.append("s", 0, b"listed", 0.0)
+        busy = await events.open_stream("s", answering(2))
+        await events.write()
+        follow = link.script("follow", FOLLOW)
+        meta = link.session_key("s", "e")
+        for _ in range(12):  # (the session stays alive; the quiet streams' keys lapse)
+            await events.append("s", busy, b"more", 0.0)
+            await events.write()
+            await trio.sleep(0.1)
+        assert await link.client.exists([meta]) == 1
+        assert await link.client.exists([link.session_key("s", f"x:{quiet}")]) == 0
+        assert await link.client.exists([link.session_key("s", "x:0")]) == 0
+        assert await outcome(events, before) == "lost"
+        assert await outcome(events, get_before) == "lost"
+        # (nothing came after the last event: nothing was lost either)
+        assert await outcome(events, last) == []
+        assert await outcome(events, get_last) == []
+        # (a process following the quiet stream for a resume elsewhere is told too)
+        *_, lost, entries = await follow(
+            keys=[meta, link.session_key("s", f"x:{quiet}"), link.session_key("s", "p:1")],
+            args=[quiet, before.rsplit("-", 1)[1]],
+        )
+        assert entries == [] and int(lost) >= int(last.rsplit("-", 1)[1])

@@ -6,8 +6,8 @@ whose entry ids are the session's event sequence numbers (``<seq>-0``), so
 a replay is one XRANGE after the client's last event. Beside them a hash
 (``<prefix>:{<id>}:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
-counts entries, not bytes), per stream, the newest sequence dropped, and
-per POST stream the ids of the requests it answers and its end mark
+counts entries, not bytes), per stream, the newest sequence written and
+the newest dropped, and per POST stream the ids of the requests it answers and its end mark
 (``_redis_posts.py`` reads them); for the POST streams the session's byte
 bound dropped whole (the oldest first), one watermark, the newest such
 stream, so that the hash holds fields for the streams Redis still has only.
@@ -19,8 +19,9 @@ refreshes the TTL, and, for the GET stream (0) of a session whose stream
 another process holds (the bus's lease, ``<prefix>:{<id>}:holder``),
 publishes the event to that process, which offers it to its stream. A
 replay never hides a loss: events the bounds dropped, events older than the
-age bound, and a session whose events Redis no longer has at all (Redis
-restarted without persistence) are `EventsLost`.
+age bound, a stream whose key lapsed before its session's hash (each key's
+TTL is refreshed by its own writes), and a session whose events Redis no
+longer has at all (Redis restarted without persistence) are `EventsLost`.
 
 The events of a POST stream are numbered in the process instead, from a
 block of sequence numbers its opening reserved (`SEQ_BLOCK`), and a task
@@ -188,6 +189,7 @@ local function add(s, n, seq, data)
   st.count = st.count + 1
   st.bytes = st.bytes + size
   st.dirty = true
+  st.last = seq
   s.cost = s.cost + size + OVERHEAD
   while st.count > 0 do
     local first = st.first
@@ -223,7 +225,7 @@ local function flush()
     end
     for n, st in pairs(s.streams) do
       if st.dirty then
-        if st.new then put('x:' .. n, '1') end
+        put('x:' .. n, tostring(st.last))
         put('b:' .. n, text(st.bytes))
         if st.lost then put('l:' .. n, text(st.lost)) end
         redis.call('PEXPIRE', st.key, ttl)
@@ -366,6 +368,9 @@ if n ~= '0' and redis.call('HEXISTS', meta, 'x:' .. n) == 0
   return {'lost'}
 end
 local entries = redis.call('XRANGE', KEYS[2], '(' .. after .. '-0', '+')
+-- (the stream's key lapsed before the hash, or with it: what came after `after` is gone)
+local newest = tonumber(redis.call('HGET', meta, 'x:' .. n) or '0')
+if newest > after and #entries == 0 then return {'lost'} end
 local oldest_allowed = now - tonumber(ARGV[3])
 for _, entry in ipairs(entries) do
   if tonumber(entry[2][4]) < oldest_allowed then return {'lost'} end

@@ -69,11 +69,16 @@ return 0
 #: request ids, event tag, newest sequence dropped, the entries after `after`}.
 FOLLOW = """
 local n = ARGV[1]
-local got = redis.call('HMGET', KEYS[1], 'a:' .. n, 'r:' .. n, 'tag', 'l:' .. n, 'lw')
+local got = redis.call('HMGET', KEYS[1], 'a:' .. n, 'r:' .. n, 'tag', 'l:' .. n, 'lw', 'x:' .. n)
 local lost = got[4] or '0'
--- (dropped whole by the byte bound: only the watermark tells)
-if redis.call('EXISTS', KEYS[2]) == 0 and tonumber(n) <= tonumber(got[5] or '0') then
-  lost = '9007199254740992'
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  if tonumber(n) <= tonumber(got[5] or '0') then
+    -- (dropped whole by the byte bound: only the watermark tells)
+    lost = '9007199254740992'
+  elseif tonumber(got[6] or '0') > tonumber(ARGV[2]) then
+    -- (its key lapsed before the hash: its events up to the newest are gone)
+    lost = got[6]
+  end
 end
 return {
   redis.call('EXISTS', KEYS[3]),
