@@ -381,6 +381,27 @@ class HTTP11Connection:
         self.phase = BODY
         return self._read_body()
 
+    def head_gathering(self) -> tuple[bytes, int, int] | None:
+        """How the rest of a head being received may be read elsewhere and
+        handed over whole (the slow lane): the last bytes held (at most 4),
+        where in them the search for the head's end resumes
+        (`find_head_end`'s start), and how many more bytes may come before
+        the head is too large. The reader hands over what it read once the
+        end is in, `find_head_end` raises, the room is exceeded or the peer
+        is gone; `next_event` then decides as it would have, read by read.
+
+        None when not receiving a head, or while its request line is
+        incomplete (its checks, method and length, need each read)."""
+        if self.phase is not HEAD or self._eof:
+            return None
+        buf = self._buf
+        pos = self._pos
+        if buf.find(_CRLF, pos) < 0:
+            return None
+        end = len(buf)
+        start = end - 4 if end > 4 else 0
+        return bytes(buf[start:end]), self._scan_from - start, self._max_head - (end - pos)
+
     def body_size(self) -> int:
         """The size of the body being received (its Content-Length)."""
         return self._content_length

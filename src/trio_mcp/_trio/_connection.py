@@ -20,6 +20,7 @@ from .._http._handler import SlowAnswer
 
 if TYPE_CHECKING:
     from ._slow_lane import SlowLane
+    from ._socketio import HeadGathering
 
 #: How long a connection open when a graceful shutdown closed the listener
 #: may still take to send a request (its first, or the next on a kept-alive
@@ -105,6 +106,7 @@ class Interruptible(Protocol):
     whose reads it can move to the slow lane (`SocketIO`)."""
 
     lane: SlowLane | None
+    head: HeadGathering | None
 
     def interrupt(self) -> None: ...
     def send_nowait(self, data: bytes) -> int: ...
@@ -178,11 +180,13 @@ class Connection:
     def limit_head(self, seconds: float, lane: SlowLane | None) -> None:
         """A head that did not come whole in one read begins: it may take
         `seconds`, and it is slow, so its next reads wait in `lane` (if any;
-        the sweeper moves them back once the head is in)."""
+        the sweeper moves them back once the head is in), which reads its
+        lines itself once its request line is in."""
         self.limit_phase(seconds)
         interruptible = self.interruptible
         if interruptible is not None and lane is not None:
             interruptible.lane = lane
+            interruptible.head = self.http
 
     def end_overdue(self) -> None:
         """End a connection whose phase has passed its limit (the sweeper

@@ -150,7 +150,7 @@ class TimeLimits:
             else:
                 io = conn.interruptible
                 if io is not None and io.lane is not None:
-                    io.lane = None  # (its head is in: back with the others)
+                    io.lane = io.head = None  # (its head is in: back with the others)
             if since is None:
                 conn.since = since = now  # a phase begun since the last tick
             elif now - since >= limit:

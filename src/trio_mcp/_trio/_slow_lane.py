@@ -15,6 +15,12 @@ reports them. The others stay ready in the lane's epoll for the next
 batches, so a burst of lines becomes many small batches and a request
 waits behind a few lines, not hundreds.
 
+A read whose head has its request line in (`HTTP11Connection.head_gathering`)
+is not woken for each line: the lane reads the lines itself (`Gathering`)
+and wakes the read once, with all of them, when the head's end is in, the
+head is too large, the end search refuses a line, or the peer is gone. A
+slowloris line then costs the lane a read and a search, not a task step.
+
 What still reaches a read waiting here: its bytes (or end of stream, a
 reset, the sweeper's interrupt: all make the socket readable), and a cancel
 (the connection's time limit, the server's shutdown), which stops the wait
@@ -36,8 +42,11 @@ import socket
 from typing import Final
 
 import trio
-from outcome import Error
+from outcome import Error, Value
 from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_rescheduled
+
+from .._errors import RemoteProtocolError
+from .._speedups import find_head_end
 
 #: How many waiting reads the lane wakes per scheduler batch: a slow head's
 #: line costs about 20 µs of the batch it runs in.
@@ -46,22 +55,75 @@ WAKES_PER_BATCH: Final = 16
 _ARMED: Final = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
 
 
+class Gathering:
+    """The rest of a head read by the lane for a waiting read
+    (`SlowLane.gather`), from `HTTP11Connection.head_gathering`'s plan."""
+
+    __slots__ = ("task", "sock", "max_bytes", "buf", "seeded", "scan", "room")
+
+    def __init__(
+        self,
+        task: Task | None,
+        sock: socket.socket | None,
+        max_bytes: int,
+        plan: tuple[bytes, int, int],
+    ) -> None:
+        seed, scan, room = plan
+        self.task = task
+        self.sock = sock
+        #: What one read may take (the connection's chunk size).
+        self.max_bytes = max_bytes
+        #: The head's last bytes held by its connection, then what was read.
+        self.buf = bytearray(seed)
+        self.seeded = len(seed)
+        #: Where the search for the head's end resumes.
+        self.scan = scan
+        #: How many bytes may be read before the head is too large.
+        self.room = room
+
+    def add(self, data: bytes) -> bool:
+        """Keep `data`; whether the read must now be handed over (the head's
+        end is in, a line is refused, or the head is too large)."""
+        buf = self.buf
+        buf += data
+        try:
+            done = find_head_end(buf, self.scan) >= 0
+        except RemoteProtocolError:
+            return True
+        if len(buf) - 3 > self.scan:
+            self.scan = len(buf) - 3
+        return done or len(buf) - self.seeded > self.room
+
+    def gathered(self) -> bytes:
+        """What was read."""
+        return bytes(memoryview(self.buf)[self.seeded :])
+
+
 class SlowLane:
     """An epoll of its own for slow heads' reads (module docstring); its task
     (`run`) must run while reads wait here."""
 
-    __slots__ = ("_epoll", "_waiting", "wakes_per_batch")
+    __slots__ = ("_epoll", "_waiting", "_gathering", "wakes_per_batch")
 
     def __init__(self, wakes_per_batch: int = WAKES_PER_BATCH) -> None:
         self._epoll = select.epoll()
         #: The task waiting to read each registered file descriptor.
         self._waiting: dict[int, Task] = {}
+        #: The reads whose heads the lane reads itself, by file descriptor.
+        self._gathering: dict[int, Gathering] = {}
         self.wakes_per_batch = wakes_per_batch
 
     @property
     def waiting(self) -> int:
         """How many reads wait here now."""
-        return len(self._waiting)
+        return len(self._waiting) + len(self._gathering)
+
+    def _arm(self, fd: int) -> None:
+        epoll = self._epoll
+        try:
+            epoll.modify(fd, _ARMED)  # (waited here before: re-arm)
+        except FileNotFoundError:
+            epoll.register(fd, _ARMED)
 
     async def wait_readable(self, sock: socket.socket) -> None:
         """Wait until `sock` is readable (or cancelled), woken by the lane's task."""
@@ -70,10 +132,7 @@ class SlowLane:
         if epoll.closed:  # (the lane has stopped: the server is being cancelled)
             await trio.lowlevel.wait_readable(sock)
             return
-        try:
-            epoll.modify(fd, _ARMED)  # (waited here before: re-arm)
-        except FileNotFoundError:
-            epoll.register(fd, _ARMED)
+        self._arm(fd)
         waiting = self._waiting
         waiting[fd] = current_task()
 
@@ -83,6 +142,45 @@ class SlowLane:
             return Abort.SUCCEEDED
 
         await wait_task_rescheduled(abort)
+
+    async def gather(
+        self, sock: socket.socket, max_bytes: int, plan: tuple[bytes, int, int]
+    ) -> bytes:
+        """Wait while the lane reads the rest of a head from `sock` (`Gathering`,
+        `plan` from `HTTP11Connection.head_gathering`); what it read (b"":
+        nothing yet, the peer is gone, or the lane has stopped: read again)."""
+        fd = sock.fileno()
+        if self._epoll.closed:
+            await trio.lowlevel.wait_readable(sock)
+            return b""
+        self._arm(fd)
+        gathering = self._gathering
+        record = gathering[fd] = Gathering(current_task(), sock, max_bytes, plan)
+
+        def abort(_: object) -> Abort:
+            # (what was read goes with the read: the connection is ending)
+            if gathering.get(fd) is record:
+                del gathering[fd]
+            return Abort.SUCCEEDED
+
+        gathered: bytes = await wait_task_rescheduled(abort)
+        return gathered
+
+    def _read_for(self, fd: int, record: Gathering) -> None:
+        """Read what came for a gathering read, and wake it if it is done."""
+        assert record.sock is not None and record.task is not None
+        try:
+            data = record.sock.recv(record.max_bytes)
+        except BlockingIOError:
+            self._arm(fd)
+            return
+        except OSError:
+            data = b""  # (the read's own recv sees what happened)
+        if data and not record.add(data):
+            self._arm(fd)
+            return
+        del self._gathering[fd]
+        reschedule(record.task, Value(record.gathered()))
 
     def forget(self, sock: socket.socket) -> None:
         """`sock` is about to close: stop watching it, and a read waiting on it
@@ -94,6 +192,9 @@ class SlowLane:
         with contextlib.suppress(OSError, ValueError):
             self._epoll.unregister(fd)
         task = self._waiting.pop(fd, None)
+        record = self._gathering.pop(fd, None)
+        if record is not None:
+            task = record.task
         if task is not None:
             reschedule(task, Error(trio.ClosedResourceError("the connection was closed")))
 
@@ -102,6 +203,7 @@ class SlowLane:
         scheduler batch, until cancelled; then close the lane's epoll."""
         epoll = self._epoll
         waiting = self._waiting
+        gathering = self._gathering
         most = self.wakes_per_batch
         try:
             while True:
@@ -112,6 +214,10 @@ class SlowLane:
                         task = waiting.pop(fd, None)
                         if task is not None:
                             reschedule(task)
+                        else:
+                            record = gathering.get(fd)
+                            if record is not None:
+                                self._read_for(fd, record)
                     if len(events) < most:
                         break
                     # (the woken reads run in the next batch; so do we, for more)

@@ -6,7 +6,7 @@ cimport cython
 @cython.final
 cdef class SocketIO:
     cdef public object sock, _unyielded, _unchecked, _closed, _sent, _eager
-    cdef public object _batch, _write_timeout, _held, _unsent, _failure, lane
+    cdef public object _batch, _write_timeout, _held, _unsent, _failure, lane, head
     cpdef hold(self, data)
     cpdef release(self)
     cpdef send_nowait(self, data)

@@ -41,7 +41,9 @@ trio's habits, the rule and the reason it is safe:
   scheduler batch. Safe because what ends a wait in trio's epoll ends one
   in the lane too: bytes, end of stream or a reset (readiness), a cancel
   (its abort), a close from another task (`close` tells the lane, as
-  ``notify_closing`` tells trio).
+  ``notify_closing`` tells trio). Once a slow head's request line is in
+  (`head`), the lane reads its other lines itself and the read returns
+  them all at once (`SlowLane.gather`).
 
 The rules that keep batch-end sends an ordinary byte stream:
 
@@ -69,7 +71,7 @@ import select
 import socket
 from collections.abc import Awaitable, Callable
 from math import inf
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import trio
 from trio.lowlevel import (
@@ -85,6 +87,13 @@ from .._errors import StartupError
 
 if TYPE_CHECKING:
     from ._slow_lane import SlowLane
+
+
+class HeadGathering(Protocol):
+    """What the lane needs of a head it may read itself (`HTTP11Connection`)."""
+
+    def head_gathering(self) -> tuple[bytes, int, int] | None: ...
+
 
 #: A call that completes without waiting is a schedule and cancel point once in this many.
 _YIELD_EVERY: Final = 8
@@ -153,6 +162,7 @@ class SocketIO:
         "_unsent",
         "_failure",
         "lane",
+        "head",
     )
 
     def __init__(
@@ -188,6 +198,9 @@ class SocketIO:
         #: Where its reads wait when the kernel has nothing (None: trio's
         #: epoll): the sweeper moves a slow head's reads to the slow lane.
         self.lane: SlowLane | None = None
+        #: The head being received while the reads are in the lane, which
+        #: reads its lines itself once its request line is in (None: none).
+        self.head: HeadGathering | None = None
 
     def hold(self, data: bytes) -> bytes:
         """Keep `data`, a complete answer, to send when the scheduler batch
@@ -308,7 +321,14 @@ class SocketIO:
             if lane is None:
                 await wait_readable(sock)
             else:
-                await lane.wait_readable(sock)
+                head = self.head
+                plan = head.head_gathering() if head is not None else None
+                if plan is None:
+                    await lane.wait_readable(sock)
+                else:
+                    data = await lane.gather(sock, max_bytes, plan)
+                    if data:
+                        break
         self._unyielded += 1
         if self._unyielded >= _YIELD_EVERY:
             self._unyielded = 0
