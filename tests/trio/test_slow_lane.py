@@ -10,7 +10,7 @@ import socket
 
 import pytest
 import trio
-from _support import Client, start_ok_server
+from _support import connect, start_ok_server
 
 from trio_mcp import HTTPServer
 from trio_mcp._trio._server import ACCEPTS_PER_BATCH
@@ -108,10 +108,6 @@ async def test_a_cancel_and_a_close_reach_a_read_in_the_lane(nursery: trio.Nurse
         with pytest.raises(trio.ClosedResourceError), trio.fail_after(5):
             await io.receive_some(100)
         assert lane.waiting == 0
-
-
-async def connect(port: int) -> Client:
-    return Client(await trio.open_tcp_stream("127.0.0.1", port))
 
 
 def sockets_of(server: HTTPServer) -> list[SocketIO]:
