@@ -87,6 +87,12 @@ def run_record(r: Run) -> dict[str, Any]:
 # -- environment ---------------------------------------------------------------
 
 
+def peers_dir() -> Path:
+    """Where ``scripts/peers`` installed the peer servers: ``$TRIO_MCP_PEERS``,
+    else ``.peers`` in this checkout, the same default as scripts/peers and the tests."""
+    return Path(os.environ.get("TRIO_MCP_PEERS") or ROOT / ".peers")
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -1,7 +1,8 @@
 """Load benchmark: MCP tools/call on trio-mcp against the official Python SDK server.
 
 Run from a checkout with the dev interpreter (the SDK server runs with the
-interpreter that ``scripts/peers`` set up, ``.peers/py/bin/python``)::
+interpreter that ``scripts/peers`` set up, ``py/bin/python`` under
+``$TRIO_MCP_PEERS``, by default ``.peers/`` in the checkout)::
 
     PYTHONPATH=src python benchmarks/load_mcp.py [--duration 10] [--rounds 1]
         [--connections 64] [--servers trio-mcp,python-sdk] [--json PATH]
@@ -48,6 +49,7 @@ from load_echo import (
     free_port,
     loadavg_now,
     machine_info,
+    peers_dir,
     print_summary,
     run_record,
     run_rounds,
@@ -62,7 +64,7 @@ MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-PEER_PYTHON = ROOT / ".peers" / "py" / "bin" / "python"
+PEER_PYTHON = peers_dir() / "py" / "bin" / "python"
 SERVERS = ("trio-mcp", "python-sdk")
 PACKAGES = ("trio", "orjson", "jsonschema-rs", "Cython")
 PEER_PACKAGES = ("mcp", "uvicorn", "starlette", "pydantic", "anyio", "httptools", "uvloop")
@@ -319,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     if shutil.which("wrk") is None:
         parser.error("wrk is not on PATH")
     if "python-sdk" in names and not PEER_PYTHON.exists():
-        parser.error(f"{PEER_PYTHON} is missing; run scripts/peers first")
+        parser.error(f"{PEER_PYTHON} is missing; run scripts/peers first (or set TRIO_MCP_PEERS)")
     pin = not args.no_pin and can_pin()
     use_ext = "trio-mcp" in names and ensure_extensions()
     if "trio-mcp" in names and not use_ext:

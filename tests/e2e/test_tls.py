@@ -18,7 +18,7 @@ from mcp_fixtures import start_mcp  # noqa: F401
 
 from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
 from trio_mcp._errors import TLSConfigError
-from trio_mcp._trio._server import run
+from trio_mcp._trio._run import run
 from trio_mcp._trio._tls import server_context
 
 

@@ -14,11 +14,11 @@ import sys
 
 import pytest
 import trio
-from _support import Client, free_port
+from _support import Client, free_port, start_ok_server
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
+from trio_mcp import ServerConfig
 from trio_mcp._http._addresses import address_group
 from trio_mcp._http._connection import HTTP11Connection
 from trio_mcp._trio._connection import Connection
@@ -34,16 +34,6 @@ from trio_mcp._trio._quotas import (
 from trio_mcp._trio._socketio import interrupt_wakes_readers
 
 GET = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-
-
-async def ok(request: Request) -> Response:
-    return Response(200, [(b"content-type", b"text/plain")], b"ok")
-
-
-async def start(nursery: trio.Nursery, **config: object) -> HTTPServer:
-    settings = ServerConfig(port=0, **config)  # type: ignore[arg-type]
-    server: HTTPServer = await nursery.start(serve, ok, settings)
-    return server
 
 
 async def connect_from(port: int, source: str = "127.0.0.1") -> Client:
@@ -178,7 +168,7 @@ def test_the_head_limit_shortens_under_pressure() -> None:
 
 
 async def test_a_connection_beyond_the_cap_gets_503(nursery: trio.Nursery) -> None:
-    server = await start(
+    server = await start_ok_server(
         nursery, max_connections=2, max_connections_per_address=2, idle_timeout_s=20.0
     )
     port = server.ports[0]
@@ -205,7 +195,7 @@ async def test_a_connection_beyond_the_cap_gets_503(nursery: trio.Nursery) -> No
 
 
 async def test_one_address_has_its_share_and_others_theirs(nursery: trio.Nursery) -> None:
-    server = await start(nursery, max_connections_per_address=2)
+    server = await start_ok_server(nursery, max_connections_per_address=2)
     port = server.ports[0]
     mine = [await connect_from(port, "127.0.0.1") for _ in range(2)]
     assert [await status_of(client) for client in mine] == [200, 200]
@@ -220,7 +210,7 @@ async def test_one_address_has_its_share_and_others_theirs(nursery: trio.Nursery
 async def test_a_refused_address_is_told_when_its_own_connections_end(
     nursery: trio.Nursery,
 ) -> None:
-    server = await start(
+    server = await start_ok_server(
         nursery, max_connections_per_address=2, idle_timeout_s=60.0, head_timeout_s=5.0
     )
     port = server.ports[0]
@@ -247,7 +237,7 @@ async def test_a_refused_address_is_told_when_its_own_connections_end(
 
 
 async def test_slow_heads_get_a_shorter_limit_under_pressure(nursery: trio.Nursery) -> None:
-    server = await start(nursery, slow_heads_threshold=4, head_timeout_s=20.0)
+    server = await start_ok_server(nursery, slow_heads_threshold=4, head_timeout_s=20.0)
     port = server.ports[0]
     slow = [await connect_from(port) for _ in range(4)]
     for client in slow:
@@ -282,7 +272,7 @@ async def test_the_sweeper_ends_a_few_overdue_connections_per_batch(
 ) -> None:
     """Forty heads due in one tick end over several scheduler batches, so that
     no batch holds all their endings ahead of the other requests."""
-    server = await start(nursery, head_timeout_s=1.0)
+    server = await start_ok_server(nursery, head_timeout_s=1.0)
     slow = [await connect_from(server.ports[0]) for _ in range(40)]
     for client in slow:
         await client.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -406,7 +396,7 @@ async def test_accept_never_runs_out_of_descriptors() -> None:
 async def test_bodies_being_received_share_a_budget(nursery: trio.Nursery) -> None:
     """100 connections each holding an almost complete 4 MiB body once pinned
     +410 MB for the whole body timeout."""
-    server = await start(nursery, max_receiving_bytes=1000, max_body_bytes=800)
+    server = await start_ok_server(nursery, max_receiving_bytes=1000, max_body_bytes=800)
     port = server.ports[0]
 
     def head(length: int) -> bytes:

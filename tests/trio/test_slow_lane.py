@@ -10,9 +10,9 @@ import socket
 
 import pytest
 import trio
-from _support import Client
+from _support import connect, start_ok_server
 
-from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
+from trio_mcp import HTTPServer
 from trio_mcp._trio._server import ACCEPTS_PER_BATCH
 from trio_mcp._trio._slow_lane import SlowLane, slow_lane
 from trio_mcp._trio._socketio import SocketIO, interrupt_wakes_readers
@@ -110,20 +110,6 @@ async def test_a_cancel_and_a_close_reach_a_read_in_the_lane(nursery: trio.Nurse
         assert lane.waiting == 0
 
 
-async def ok(request: Request) -> Response:
-    return Response(200, [(b"content-type", b"text/plain")], b"ok")
-
-
-async def start(nursery: trio.Nursery, **config: object) -> HTTPServer:
-    settings = ServerConfig(port=0, **config)  # type: ignore[arg-type]
-    server: HTTPServer = await nursery.start(serve, ok, settings)
-    return server
-
-
-async def connect(port: int) -> Client:
-    return Client(await trio.open_tcp_stream("127.0.0.1", port))
-
-
 def sockets_of(server: HTTPServer) -> list[SocketIO]:
     return [conn.interruptible for conn in server._connections]  # type: ignore[misc]
 
@@ -132,7 +118,7 @@ def sockets_of(server: HTTPServer) -> list[SocketIO]:
 async def test_a_head_in_pieces_waits_in_the_lane_and_is_still_served(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    server = await start(nursery, head_timeout_s=4.0)
+    server = await start_ok_server(nursery, head_timeout_s=4.0)
     tick = server.timeout_tick_s
     lane = server._limits.lane
     assert lane is not None
@@ -160,7 +146,7 @@ async def test_a_head_in_pieces_waits_in_the_lane_and_is_still_served(
 async def test_the_sweeper_ends_a_head_waiting_in_the_lane(
     nursery: trio.Nursery, autojump_clock: trio.testing.MockClock
 ) -> None:
-    server = await start(nursery, head_timeout_s=1.0)
+    server = await start_ok_server(nursery, head_timeout_s=1.0)
     lane = server._limits.lane
     assert lane is not None
     client = await connect(server.ports[0])
@@ -179,7 +165,7 @@ async def test_the_sweeper_ends_a_head_waiting_in_the_lane(
 async def test_a_flood_of_connections_is_admitted_a_few_per_batch(
     nursery: trio.Nursery,
 ) -> None:
-    server = await start(nursery)
+    server = await start_ok_server(nursery)
     port = server.ports[0]
     flood = 5 * ACCEPTS_PER_BATCH
     batches = SpawnsPerBatch()

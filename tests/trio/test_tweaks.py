@@ -26,7 +26,7 @@ import trio
 
 from trio_mcp import Request, Response, ServerConfig, _speedups
 from trio_mcp._speedups import WakeupValues
-from trio_mcp._trio import _server, _socketio, _tweaks
+from trio_mcp._trio import _run, _socketio, _tweaks
 from trio_mcp._trio._tweaks import (
     direct_schedule_point,
     fifo_batches,
@@ -150,7 +150,7 @@ def test_run_applies_the_setting_for_its_trio_run(enabled: bool) -> None:
 
     assert ServerConfig().trio_tweaks is True
     with pytest.raises(_Seen):
-        _server.run(handler, ServerConfig(port=0, trio_tweaks=enabled), around=around())
+        _run.run(handler, ServerConfig(port=0, trio_tweaks=enabled), around=around())
     assert seen == [(enabled, enabled, enabled, enabled)]
     assert trio_run_module._r is original
     assert trio_run_module.Value is outcome.Value
@@ -497,7 +497,7 @@ def _serve_and_ask(config: ServerConfig, during: list[bool]) -> bytes:
             nursery.start_soon(client)
             yield
 
-    _server.run(handler, dataclasses.replace(config, port=port), around=around())
+    _run.run(handler, dataclasses.replace(config, port=port), around=around())
     return replies[0]
 
 

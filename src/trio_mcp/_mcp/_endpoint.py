@@ -54,7 +54,8 @@ from .._protocol._request_state import StateSealer, default_principal_key
 from .._protocol._revisions import HEADERLESS_VERSION
 from .._protocol._sessions import new_session_id
 from .._stores._stores import Stores, memory_stores
-from .._trio._server import HTTPServer, run, serve
+from .._trio._run import run
+from .._trio._server import HTTPServer, serve
 from .._trio._tasks import in_python, python_coroutine
 from ._fanout import Broadcaster, Sweeper, sweep_interval_s
 from ._handshake import Handshake

@@ -3,6 +3,8 @@
 Everything protocol-shaped is decided by `HTTP11Connection`; this module only
 moves bytes, owns tasks and applies time limits. Each connection task is the
 only writer on its socket, so response bytes and stream chunks never tear.
+`serve` runs a server in the caller's nursery; `run` (``_run.py``) runs one
+from a script, with signals and start-up errors handled.
 
 Time limits: each connection runs inside one cancel scope and keeps the
 limit of its current phase as a plain number; one sweeper task per server
@@ -36,7 +38,6 @@ import logging
 import socket
 import ssl
 from collections.abc import AsyncGenerator, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from math import inf
 from time import perf_counter
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 import trio
 
 from .._config import ServerConfig
-from .._errors import RemoteProtocolError, StartupError
+from .._errors import RemoteProtocolError
 from .._http._connection import (
     BODY,
     CLOSED,
@@ -69,13 +70,6 @@ from .._http._handler import (
 )
 from .._speedups import USING_EXTENSIONS
 from ._closing import LINGER_S, close_connection, send_quietly
-from ._collector import (
-    collect_fully,
-    freeze_survivors,
-    frozen_survivors,
-    heap_trimmer,
-    paced_full_collections,
-)
 from ._connection import (
     LAST_REQUEST_GRACE_S,
     ByteStream,
@@ -96,8 +90,6 @@ from ._socketio import (
 )
 from ._tasks import in_python, python_coroutine, spawn
 from ._tls import TLSStream, handshake, server_context
-from ._tweaks import applied as trio_tweaks
-from ._tweaks import lean_instruments
 from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 if TYPE_CHECKING:
@@ -694,105 +686,3 @@ async def serve(
     """
     server = HTTPServer(handler, config or ServerConfig())
     await server._run(task_status)
-
-
-def run(
-    handler: Handler | HandlerFunction,
-    config: ServerConfig | None = None,
-    *,
-    around: AbstractAsyncContextManager[Any] | None = None,
-    started: Callable[[HTTPServer], None] | None = None,
-    listeners: list[socket.socket] | None = None,
-    spread: ConnectionSpread | None = None,
-) -> None:
-    """Serve `handler` from a script; SIGINT or SIGTERM drains gracefully.
-
-    The first SIGINT or SIGTERM starts a graceful shutdown
-    (`HTTPServer.shutdown`); a second one, while it lasts, stops at once:
-    every request is cancelled and every connection closed, unanswered.
-    `around`, if given, is entered before serving and exited after (an
-    application's lifespan); `started` is called once the server listens
-    (by default it logs the address). A server that cannot start (its
-    address taken, say) exits with one line saying why (SystemExit, status
-    1), not a traceback. With ``config.trio_tweaks`` (the default), the
-    trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
-    with ``config.gc_full_interval_s``, full garbage collections are paced,
-    and with ``config.gc_freeze`` what survives start-up and each of them is
-    frozen, and with ``config.malloc_trim`` the C allocator's free pages go
-    back to the system at the same pace (``_collector.py``). `listeners`: listening sockets to serve
-    instead of binding ``config.host`` and ``config.port`` (non-blocking,
-    closed at the end). `spread`: a worker's share of its group's
-    connections (``_spread.py``: it passes some to the others).
-    """
-    import signal
-
-    settings = config or ServerConfig()
-    failures: list[StartupError] = []
-    try:
-        # (before trio starts: a certificate that cannot be used is one plain error)
-        tls = server_context(settings)
-    except StartupError as exc:
-        raise SystemExit(f"trio-mcp: {exc}") from None
-
-    async def main() -> None:
-        if tweaks.lean_instruments:
-            lean_instruments()
-        lifespan = around if around is not None else contextlib.nullcontext()
-        # The wait for signals, which ends when the server has stopped.
-        waiting = trio.CancelScope()
-
-        server = HTTPServer(handler, settings, tls=tls, spread=spread)
-        if listeners:
-            server.sockets = listeners
-
-        async def serving(task_status: trio.TaskStatus[HTTPServer]) -> None:
-            try:
-                await server._run(task_status)
-            finally:
-                waiting.cancel()
-
-        # (handlers before the listener: a SIGTERM once the port is open drains, never kills)
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with lifespan, trio.open_nursery() as nursery:
-                if freezing:
-                    freeze_survivors()  # (the application, its stores and the server are built)
-                try:
-                    await nursery.start(in_python, serving, name=serving)
-                except StartupError as exc:
-                    failures.append(exc)
-                    return
-                collections: trio.CancelScope | None = None
-                if pacing is not None:
-                    trim = heap_trimmer(settings.malloc_trim)
-                    collections = await nursery.start(
-                        in_python, collect_fully, pacing, freezing, trim, name=collect_fully
-                    )
-                (started or _log_listening)(server)
-                with waiting:
-                    async for signum in signals:
-                        if server.statistics().draining:
-                            logger.warning("got signal %d again: stopping at once", signum)
-                            nursery.cancel_scope.cancel()
-                            break
-                        logger.info("got signal %d: draining (a second one stops at once)", signum)
-                        server.shutdown()
-                if collections is not None:
-                    collections.cancel()
-
-    with (
-        trio_tweaks(settings.trio_tweaks) as tweaks,
-        paced_full_collections(settings.gc_full_interval_s) as pacing,
-        frozen_survivors(settings.gc_freeze) as freezing,
-    ):
-        trio.run(in_python, main)
-    if failures:
-        raise SystemExit(f"trio-mcp: {failures[0]}")
-
-
-def _log_listening(server: HTTPServer) -> None:
-    logger.info(
-        "serving %s on %s port %s",
-        "https" if server.config.ssl_certfile is not None else "http",
-        server.config.host,
-        ", ".join(map(str, server.ports)),
-    )
