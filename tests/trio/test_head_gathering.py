@@ -6,6 +6,7 @@ step for the read instead of one a line."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 
 import pytest
 import trio
@@ -21,6 +22,22 @@ from trio_mcp._trio._socketio import interrupt_wakes_readers
 pytestmark = pytest.mark.skipif(slow_lane() is None, reason="the slow lane needs epoll")
 
 LIMITS = {"max_head_bytes": 200, "max_request_line_bytes": 60}
+
+
+@pytest.fixture
+async def lane(nursery: trio.Nursery) -> SlowLane:
+    started = SlowLane()
+    nursery.start_soon(started.run)
+    return started
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected pair: ours (non-blocking, read through the lane) and theirs."""
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    with ours, theirs:
+        yield ours, theirs
 
 
 def outcome(http: HTTP11Connection) -> object:
@@ -101,12 +118,9 @@ def test_no_plan_while_the_request_line_is_incomplete() -> None:
 
 
 async def test_the_lane_reads_a_trickled_head_and_wakes_its_read_once(
-    nursery: trio.Nursery,
+    lane: SlowLane, pair: tuple[socket.socket, socket.socket]
 ) -> None:
-    lane = SlowLane()
-    nursery.start_soon(lane.run)
-    ours, theirs = socket.socketpair()
-    ours.setblocking(False)
+    ours, theirs = pair
     steps = []
 
     class Steps(trio.abc.Instrument):
@@ -117,24 +131,23 @@ async def test_the_lane_reads_a_trickled_head_and_wakes_its_read_once(
     async def read() -> bytes:
         return await lane.gather(ours, 1000, (b"1\r\n", 1, 500))
 
-    with ours, theirs:
-        async with trio.open_nursery() as readers:
-            got: list[bytes] = []
+    async with trio.open_nursery() as readers:
+        got: list[bytes] = []
 
-            async def reading() -> None:
-                got.append(await read())
+        async def reading() -> None:
+            got.append(await read())
 
-            readers.start_soon(reading)
-            await trio.testing.wait_all_tasks_blocked()
-            (reader,) = [t for t in readers.child_tasks]
-            trio.lowlevel.add_instrument(Steps())
-            for n in range(20):
-                theirs.send(b"X-Line: %d\r\n" % n)
-                await trio.sleep(0.001)
-            assert lane.waiting == 1 and not steps  # (read by the lane, not the task)
-            theirs.send(b"\r\n")
-        assert got == [b"".join(b"X-Line: %d\r\n" % n for n in range(20)) + b"\r\n"]
-        assert len(steps) == 1 and lane.waiting == 0
+        readers.start_soon(reading)
+        await trio.testing.wait_all_tasks_blocked()
+        (reader,) = readers.child_tasks
+        trio.lowlevel.add_instrument(Steps())
+        for n in range(20):
+            theirs.send(b"X-Line: %d\r\n" % n)
+            await trio.sleep(0.001)
+        assert lane.waiting == 1 and not steps  # (read by the lane, not the task)
+        theirs.send(b"\r\n")
+    assert got == [b"".join(b"X-Line: %d\r\n" % n for n in range(20)) + b"\r\n"]
+    assert len(steps) == 1 and lane.waiting == 0
 
 
 @pytest.mark.parametrize(
@@ -145,55 +158,48 @@ async def test_the_lane_reads_a_trickled_head_and_wakes_its_read_once(
     ],
 )
 async def test_the_lane_hands_over_a_head_the_parser_must_refuse(
-    nursery: trio.Nursery, sent: bytes, room: int, expected: bytes
+    lane: SlowLane,
+    pair: tuple[socket.socket, socket.socket],
+    sent: bytes,
+    room: int,
+    expected: bytes,
 ) -> None:
-    lane = SlowLane()
-    nursery.start_soon(lane.run)
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        ours.setblocking(False)
-        theirs.send(sent)
-        with trio.fail_after(5):
-            assert await lane.gather(ours, 1000, (b"1\r\n", 1, room)) == expected
+    ours, theirs = pair
+    theirs.send(sent)
+    with trio.fail_after(5):
+        assert await lane.gather(ours, 1000, (b"1\r\n", 1, room)) == expected
 
 
 async def test_the_lane_hands_over_what_it_read_when_the_peer_leaves(
-    nursery: trio.Nursery,
+    lane: SlowLane, pair: tuple[socket.socket, socket.socket]
 ) -> None:
-    lane = SlowLane()
-    nursery.start_soon(lane.run)
-    ours, theirs = socket.socketpair()
-    with ours:
-        ours.setblocking(False)
-        theirs.send(b"X: 1\r\n")
-        theirs.close()
-        with trio.fail_after(5):
-            got = await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
-            if got == b"X: 1\r\n":  # (the end of stream came with a later poll)
-                got = await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
-            assert got == b""  # (the read's own recv sees the end)
-        assert lane.waiting == 0
+    ours, theirs = pair
+    theirs.send(b"X: 1\r\n")
+    theirs.shutdown(socket.SHUT_WR)
+    with trio.fail_after(5):
+        assert await lane.gather(ours, 1000, (b"1\r\n", 1, 100)) == b"X: 1\r\n"
+        # (nothing more: the read's own recv sees the end)
+        assert await lane.gather(ours, 1000, (b"1\r\n", 1, 100)) == b""
+    assert lane.waiting == 0
 
 
-async def test_a_cancel_and_a_close_reach_a_gathering_read(nursery: trio.Nursery) -> None:
-    lane = SlowLane()
-    nursery.start_soon(lane.run)
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        ours.setblocking(False)
-        with trio.move_on_after(0.3) as waited:
-            await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
-        assert waited.cancelled_caught and lane.waiting == 0
+async def test_a_cancel_and_a_close_reach_a_gathering_read(
+    nursery: trio.Nursery, lane: SlowLane, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    ours, _ = pair
+    with trio.move_on_after(0.3) as waited:
+        await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
+    assert waited.cancelled_caught and lane.waiting == 0
 
-        async def forget_soon() -> None:
-            await trio.testing.wait_all_tasks_blocked()
-            assert lane.waiting == 1
-            lane.forget(ours)
+    async def forget_soon() -> None:
+        await trio.testing.wait_all_tasks_blocked()
+        assert lane.waiting == 1
+        lane.forget(ours)
 
-        nursery.start_soon(forget_soon)
-        with pytest.raises(trio.ClosedResourceError), trio.fail_after(5):
-            await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
-        assert lane.waiting == 0
+    nursery.start_soon(forget_soon)
+    with pytest.raises(trio.ClosedResourceError), trio.fail_after(5):
+        await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
+    assert lane.waiting == 0
 
 
 async def ok(request: Request) -> Response:
