@@ -183,6 +183,17 @@ async def test_the_lane_hands_over_what_it_read_when_the_peer_leaves(
     assert lane.waiting == 0
 
 
+async def test_a_read_that_fails_in_the_lane_fails_the_gathering_read(
+    lane: SlowLane, pair: tuple[socket.socket, socket.socket]
+) -> None:
+    ours, theirs = pair
+    ours.send(b"unread")
+    theirs.close()  # (with our bytes unread: our next read is a reset)
+    with pytest.raises(trio.BrokenResourceError), trio.fail_after(5):
+        await lane.gather(ours, 1000, (b"1\r\n", 1, 100))
+    assert lane.waiting == 0
+
+
 async def test_a_cancel_and_a_close_reach_a_gathering_read(
     nursery: trio.Nursery, lane: SlowLane, pair: tuple[socket.socket, socket.socket]
 ) -> None:

@@ -145,14 +145,16 @@ class SlowLane:
 
     async def gather(
         self, sock: socket.socket, max_bytes: int, plan: tuple[bytes, int, int]
-    ) -> bytes:
+    ) -> bytes | None:
         """Wait while the lane reads the rest of a head from `sock` (`Gathering`,
-        `plan` from `HTTP11Connection.head_gathering`); what it read (b"":
-        nothing yet, the peer is gone, or the lane has stopped: read again)."""
+        `plan` from `HTTP11Connection.head_gathering`); what it read, b"" at
+        the end of the stream, or None (the lane has stopped: read again).
+        Raises ``trio.BrokenResourceError`` if a read failed with nothing
+        read before it."""
         fd = sock.fileno()
         if self._epoll.closed:
             await trio.lowlevel.wait_readable(sock)
-            return b""
+            return None
         self._arm(fd)
         gathering = self._gathering
         record = gathering[fd] = Gathering(current_task(), sock, max_bytes, plan)
@@ -163,7 +165,7 @@ class SlowLane:
                 del gathering[fd]
             return Abort.SUCCEEDED
 
-        gathered: bytes = await wait_task_rescheduled(abort)
+        gathered: bytes | None = await wait_task_rescheduled(abort)
         return gathered
 
     def _read_for(self, fd: int, record: Gathering) -> None:
@@ -174,12 +176,22 @@ class SlowLane:
         except BlockingIOError:
             self._arm(fd)
             return
-        except OSError:
-            data = b""  # (the read's own recv sees what happened)
+        except OSError as exc:
+            del self._gathering[fd]
+            gathered = record.gathered()
+            # (what was read goes first: the read after it fails again, or ends)
+            reschedule(
+                record.task,
+                Value(gathered)
+                if gathered
+                else Error(trio.BrokenResourceError(f"receive failed: {exc}")),
+            )
+            return
         if data and not record.add(data):
             self._arm(fd)
             return
         del self._gathering[fd]
+        # (at the end of the stream with nothing read: b"", the end)
         reschedule(record.task, Value(record.gathered()))
 
     def forget(self, sock: socket.socket) -> None:

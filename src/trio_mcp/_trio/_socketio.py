@@ -326,8 +326,9 @@ class SocketIO:
                 if plan is None:
                     await lane.wait_readable(sock)
                 else:
-                    data = await lane.gather(sock, max_bytes, plan)
-                    if data:
+                    gathered = await lane.gather(sock, max_bytes, plan)
+                    if gathered is not None:
+                        data = gathered
                         break
         self._unyielded += 1
         if self._unyielded >= _YIELD_EVERY:
