@@ -683,17 +683,24 @@ async def test_connections_opened_at_once_spread_within_the_slack() -> None:
                 await close_all(clients)
         # connections that close leave room, which the next ones fill
         clients = await open_at_once(served.port, 64)
-        found = await holders(clients)
-        emptied = found[0]
-        closing = [c for c, pid in zip(clients, found, strict=True) if pid == emptied][:20]
-        await close_all(closing)
-        counts = counts_of(emptied)
-        (slot,) = [i for i in range(2) if counts.pid(i) == emptied]
-        while counts.held(slot) != 12:  # (it has seen them close)
-            await trio.sleep(0.01)
-        more = await open_at_once(served.port, 20)
-        assert per_worker(await holders(more)) == {emptied: 20}
-        await close_all([*[c for c in clients if c not in closing], *more])
+        more: list[Client] = []
+        try:
+            found = await holders(clients)
+            emptied = found[0]
+            closing = [c for c, pid in zip(clients, found, strict=True) if pid == emptied][:20]
+            await close_all(closing)
+            clients = [c for c in clients if c not in closing]
+            counts = counts_of(emptied)
+            (slot,) = [i for i in range(2) if counts.pid(i) == emptied]
+            while counts.held(slot) != 12:  # (it has seen them close)
+                await trio.sleep(0.01)
+            more = await open_at_once(served.port, 20)
+            # (the last one may come when both hold 32 less one, and each
+            # decides from a count about to change, as above; without the
+            # passing, the kernel's hash would split them about 10/10)
+            assert per_worker(await holders(more)).get(emptied, 0) >= 19
+        finally:
+            await close_all([*clients, *more])
         assert "Traceback" not in served.output
 
 
