@@ -51,6 +51,17 @@ def total_instructions(dump: str) -> int:
     raise ValueError("no totals or summary line in the callgrind output")
 
 
+def newest_dump_instructions(directory: Path, keep_dump: str | None) -> int:
+    """The instruction total of the newest callgrind dump in `directory`
+    (copied to `keep_dump`, if given)."""
+    dumps = sorted(directory.glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
+    if not dumps:
+        raise SystemExit("callgrind wrote no dump")
+    if keep_dump:
+        shutil.copyfile(dumps[-1], keep_dump)
+    return total_instructions(dumps[-1].read_text())
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -157,12 +168,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                 server.wait()
         # the dump holds the counts since the zeroing; the file written at
         # exit (the plain name) holds only what came after the dump
-        dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
-        if not dumps:
-            raise SystemExit("callgrind wrote no dump")
-        instructions = total_instructions(dumps[-1].read_text())
-        if args.keep_dump:
-            shutil.copyfile(dumps[-1], args.keep_dump)
+        instructions = newest_dump_instructions(Path(tmp), args.keep_dump)
     return {
         "scenario": args.scenario,
         "protocol": args.protocol,

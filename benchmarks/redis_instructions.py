@@ -34,7 +34,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from instructions import free_port, total_instructions
+from instructions import free_port, newest_dump_instructions
 
 from trio_mcp import MCPConfig
 from trio_mcp._stores._redis import RedisLink
@@ -130,12 +130,7 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 server.kill()
                 server.wait()
-        dumps = sorted(Path(tmp).glob("callgrind.out.*"), key=lambda p: p.stat().st_mtime)
-        if not dumps:
-            raise SystemExit("callgrind wrote no dump")
-        instructions = total_instructions(dumps[-1].read_text())
-        if args.keep_dump:
-            shutil.copyfile(dumps[-1], args.keep_dump)
+        instructions = newest_dump_instructions(Path(tmp), args.keep_dump)
     print(
         f"{instructions / args.answers:,.0f} redis-server instructions per SSE answer "
         f"({args.answers:,} answers, {args.at_once} at a time, {args.sessions} sessions)"
