@@ -11,8 +11,11 @@ times measure the server's own work, whatever else runs.
 batch CPU times, which a caller snapshots and subtracts to get a phase's
 distribution (`distribution`). With ``kinds=True`` it also counts, for
 batches of at least `KIND_AFTER_S`, the task steps in them by where each task
-was suspended (the innermost coroutine's name and line): what the long
-batches are made of. Naming costs a walk of each step's await chain, so it
+was suspended (the innermost coroutine's name and line), and the CPU those
+steps took (``kinds_ms``, with the batches' time outside any step as
+"(between steps)"): what the long batches are made of. A compiled coroutine
+has no frame to name its line by: run the pure-Python build
+(``TRIO_MCP_NO_EXTENSIONS=1``) to see inside it. Naming costs a walk of each step's await chain, so it
 inflates the CPU times a little; leave it off when comparing them.
 """
 
@@ -73,6 +76,10 @@ class BatchTimes(trio.abc.Instrument):
         gc.callbacks.append(self._collecting)
         #: Steps of batches of at least `KIND_AFTER_S`, by kind (``kinds``).
         self.kinds: Counter[str] = Counter()
+        #: The CPU of those steps by kind, in ms (``kinds``).
+        self.kinds_ms: Counter[str] = Counter()
+        self._step_started = 0.0
+        self._step_ms: list[float] = []
         self._bounds_s = [b / 1000 for b in BOUNDS_MS]
         self._started: float | None = None
         self._started_wall = 0.0
@@ -99,6 +106,11 @@ class BatchTimes(trio.abc.Instrument):
         self._steps += 1
         if self._naming:
             self._names.append(_where(task))
+            self._step_started = time.thread_time()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self._naming:
+            self._step_ms.append((time.thread_time() - self._step_started) * 1000)
 
     def before_io_wait(self, timeout: float) -> None:
         started = self._started
@@ -119,7 +131,11 @@ class BatchTimes(trio.abc.Instrument):
         if self._naming:
             if spent >= KIND_AFTER_S:
                 self.kinds.update(self._names)
+                for name, ms in zip(self._names, self._step_ms, strict=True):
+                    self.kinds_ms[name] += ms
+                self.kinds_ms["(between steps)"] += spent * 1000 - sum(self._step_ms)
             self._names.clear()
+            self._step_ms.clear()
 
     def snapshot(self, top: int = 40) -> dict[str, Any]:
         """The counts so far (cumulative: subtract two for a phase), and the
@@ -138,6 +154,7 @@ class BatchTimes(trio.abc.Instrument):
         self.max_s = 0.0
         if self._naming:
             shot["kinds"] = dict(self.kinds.most_common(top))
+            shot["kinds_ms"] = {k: round(v, 1) for k, v in self.kinds_ms.most_common(top)}
         return shot
 
 
@@ -200,4 +217,7 @@ def distribution(shots: list[dict[str, Any]]) -> dict[str, Any]:
         kinds = Counter(after["kinds"])
         kinds.subtract(before.get("kinds", {}))
         result["kinds_in_long_batches"] = dict(kinds.most_common(12))
+        spent = Counter(after.get("kinds_ms", {}))
+        spent.subtract(before.get("kinds_ms", {}))
+        result["kinds_ms_in_long_batches"] = {k: round(v, 1) for k, v in spent.most_common(12)}
     return result

@@ -234,26 +234,37 @@ class Counts(dict[str, int]):
         return 0
 
 
-async def hostile(port: int, seconds: float) -> dict[str, int]:
+#: The hostile kinds, by name (``--attacks`` picks some, to see what each costs).
+ATTACKS = ("slowloris", "vanishing", "flood", "garbage", "oversized", "readers")
+
+
+async def hostile(port: int, seconds: float, attacks: tuple[str, ...] = ATTACKS) -> dict[str, int]:
     counts = Counts()
     until = trio.current_time() + seconds
     ramp = trio.Semaphore(256)
     async with trio.open_nursery() as nursery:
-        for n in range(SLOWLORIS):
-            nursery.start_soon(trickler, port, address(1, n, 10), until, counts, ramp)
-        nursery.start_soon(every, 1 / VANISHING_PER_S, until, vanish, port, counts)
-        flood_until = until - seconds / 2  # (the sessions arrive in the first half)
-        nursery.start_soon(every, seconds / 2 / FLOOD_SESSIONS, flood_until, flood, port, counts)
-        nursery.start_soon(every, 1 / GARBAGE_PER_S, until, garbage, port, counts)
-        nursery.start_soon(every, 1.0, until, oversized, port, counts)
-        for n in range(SLOW_READERS):
-            nursery.start_soon(slow_reader, port, until, counts, n)
+        if "slowloris" in attacks:
+            for n in range(SLOWLORIS):
+                nursery.start_soon(trickler, port, address(1, n, 10), until, counts, ramp)
+        if "vanishing" in attacks:
+            nursery.start_soon(every, 1 / VANISHING_PER_S, until, vanish, port, counts)
+        if "flood" in attacks:
+            flood_until = until - seconds / 2  # (the sessions arrive in the first half)
+            interval = seconds / 2 / FLOOD_SESSIONS
+            nursery.start_soon(every, interval, flood_until, flood, port, counts)
+        if "garbage" in attacks:
+            nursery.start_soon(every, 1 / GARBAGE_PER_S, until, garbage, port, counts)
+        if "oversized" in attacks:
+            nursery.start_soon(every, 1.0, until, oversized, port, counts)
+        if "readers" in attacks:
+            for n in range(SLOW_READERS):
+                nursery.start_soon(slow_reader, port, until, counts, n)
     return dict(counts)
 
 
-def hostile_main(port: int, seconds: float) -> int:
+def hostile_main(port: int, seconds: float, attacks: tuple[str, ...]) -> int:
     raise_fd_limit()
-    print(json.dumps(trio.run(hostile, port, seconds)), flush=True)
+    print(json.dumps(trio.run(hostile, port, seconds, attacks)), flush=True)
     return 0
 
 
@@ -311,6 +322,7 @@ def results(tmp: Path, tag: str) -> dict[str, Any]:
             "errors": report["totals"]["errors"],
             "p99_ms": report["latency_ms"]["p99"],
             "worst_second_p99_ms": max(seconds) if seconds else None,
+            "p99_ms_by_second": seconds,
         }
     return summary
 
@@ -354,13 +366,23 @@ def main(argv: list[str] | None = None) -> int:
         help="the server and the well-behaved clients on CPU 0, the hostile clients on the "
         "other CPUs (taskset), so that the attack's own CPU does not delay the calls measured",
     )
+    parser.add_argument(
+        "--attacks",
+        default=",".join(ATTACKS),
+        help="the hostile kinds to run, comma-separated (default: all of "
+        + ", ".join(ATTACKS)
+        + ")",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--hostile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    attacks = tuple(kind for kind in args.attacks.split(",") if kind)
+    if unknown := set(attacks) - set(ATTACKS):
+        parser.error(f"unknown --attacks: {', '.join(sorted(unknown))}")
     if args.hostile:
-        return hostile_main(args.port, args.seconds)
+        return hostile_main(args.port, args.seconds, attacks)
     random.seed(0)
     raise_fd_limit()
     port = free_port()
@@ -399,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             attacker = subprocess.Popen(
                 pinned(attacked_from)
                 + [sys.executable, __file__, "--hostile", "--port", str(port)]
-                + ["--seconds", str(warmup_s + hostile_s)],
+                + ["--seconds", str(warmup_s + hostile_s), "--attacks", ",".join(attacks)],
                 stdout=subprocess.PIPE,
                 text=True,
             )
@@ -455,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         "rate": args.rate,
         "pinned": args.pin,
         "malloc_trim": not args.no_malloc_trim,
+        "attacks": attacks,
         "unloaded": unloaded,
         "loaded": loaded,
         "p99_ratio": ratios,

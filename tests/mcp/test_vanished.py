@@ -4,6 +4,7 @@ closed at once (a 2025 session's request, whose events a resume can fetch)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import struct
@@ -21,6 +22,7 @@ from _support import (
 )
 
 from trio_mcp import Server
+from trio_mcp._trio._limits import CANCELS_PER_BATCH
 
 #: Short time limits, so the server's sweeper ticks every 0.1 s.
 QUICK_TICKS = {"write_timeout_s": 0.8}
@@ -125,6 +127,41 @@ async def test_a_client_gone_before_the_sweeper_looks_needs_no_watch(start_mcp) 
     finally:
         trio.lowlevel.remove_instrument(watches)
     assert watches.started == 0
+
+
+class RunningPerBatch(trio.abc.Instrument):
+    """How many of `hanging`'s calls still run, at each scheduler batch's end."""
+
+    def __init__(self, hanging: Hanging) -> None:
+        self.hanging = hanging
+        self.counts: list[int] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.counts.append(self.hanging.running)
+
+
+async def test_the_calls_of_clients_gone_in_one_tick_end_a_few_per_batch(start_mcp) -> None:
+    """Forty clients that leave between two of the sweeper's looks have their
+    calls cancelled over several scheduler batches, not all in one that every
+    other request would wait behind."""
+    hanging = Hanging()
+    server = await start_mcp(hanging.app, http=QUICK_TICKS)
+    port = server.ports[0]
+    for id in range(40):
+        body = modern_body("tools/call", {"name": "hang", "arguments": {}}, id=id)
+        await post_and_vanish(
+            port, mcp_post(body, version="2026-07-28", extra=modern_headers(body))
+        )
+    await hanging.until(lambda: hanging.started == 40, "all calls running")
+    running = RunningPerBatch(hanging)
+    trio.lowlevel.add_instrument(running)
+    try:
+        await hanging.until(lambda: hanging.running == 0, "every call cancelled")
+    finally:
+        trio.lowlevel.remove_instrument(running)
+    ended = [before - after for before, after in itertools.pairwise(running.counts)]
+    assert sum(ended) == running.counts[0] > CANCELS_PER_BATCH
+    assert max(ended) <= CANCELS_PER_BATCH
 
 
 async def test_a_stateless_request_is_cancelled_when_its_client_goes(start_mcp) -> None:

@@ -58,17 +58,19 @@ def tick_s(config: ServerConfig) -> float:
     return min(0.5, shortest / 8)
 
 
-async def end_gradually(overdue: list[Connection]) -> None:
-    """End the `overdue` connections, `CANCELS_PER_BATCH` per scheduler batch.
+async def end_gradually(endings: list[Callable[[], None]]) -> None:
+    """Run the `endings` the look gave, `CANCELS_PER_BATCH` per scheduler batch.
 
-    Each connection runs its ending (a 408, a close) in the batch after it is
-    told to end: a few at a time, so that a thousand slow heads due in one
-    tick do not make one batch that every other request waits behind.
+    Each ending wakes a connection, which runs its end (a 408, a cancelled
+    answer, a close) in the next batch: a few at a time, so that a thousand
+    slow heads due in one tick, or the calls of two hundred clients that
+    left since the last, do not make one batch that every other request
+    waits behind.
     """
-    while overdue:
-        for conn in overdue[-CANCELS_PER_BATCH:]:
-            conn.end_overdue()
-        del overdue[-CANCELS_PER_BATCH:]
+    while endings:
+        for end in endings[-CANCELS_PER_BATCH:]:
+            end()
+        del endings[-CANCELS_PER_BATCH:]
         await trio.lowlevel.checkpoint()
 
 
@@ -117,11 +119,13 @@ class TimeLimits:
         #: sets it while it runs).
         self.lane: SlowLane | None = None
 
-    async def look(self, now: float) -> list[Connection]:
+    async def look(self, now: float) -> list[Callable[[], None]]:
         """Note the phases and answers begun since the last tick and watch
-        long answers' clients; the connections whose limit (or whose answer's
-        limit) has passed. `LOOKS_PER_BATCH` connections per scheduler batch."""
-        overdue: list[Connection] = []
+        long answers' clients; what ends the connections whose limit (or
+        whose answer's limit) has passed, and the answers whose client has
+        gone (for `end_gradually`). `LOOKS_PER_BATCH` connections per
+        scheduler batch."""
+        overdue: list[Callable[[], None]] = []
         watchers = self.watchers
         shortened = self.head_limit_s
         heads = 0
@@ -154,7 +158,7 @@ class TimeLimits:
             if since is None:
                 conn.since = since = now  # a phase begun since the last tick
             elif now - since >= limit:
-                overdue.append(conn)
+                overdue.append(conn.end_overdue)
             due = since + limit
             writer = conn.answering
             if writer is not None:
@@ -163,13 +167,15 @@ class TimeLimits:
                     writer.seen = seen = now
                 elif now - seen >= writer.time_limit_s and not writer.overdue:
                     writer.overdue = True
-                    overdue.append(conn)
+                    overdue.append(conn.end_overdue)
                 elif watchers is not None:
                     if not writer.watched:
                         # An answer seen running at two ticks takes long: watch its
                         # client from now on (quick answers never cost a task).
                         writer.watched = True
-                        if not writer.peer_gone_already():
+                        if writer.peer_gone_already():
+                            overdue.append(writer.peer_left)
+                        else:
                             spawn(watchers, "a client watch", writer.watch_peer)
                     slow = writer.slow
                     if slow is not None and now - seen >= slow.slow_after_s:

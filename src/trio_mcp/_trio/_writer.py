@@ -237,14 +237,11 @@ class ConnectionWriter:
 
     def peer_gone_already(self) -> bool:
         """Whether the client has gone (closed its end or reset) by now, seen
-        without waiting; if so the answer is ended as `watch_peer` ends it.
-        The sweeper asks this before it starts a watch: a client that sent
-        its call and left at once needs no watching task."""
+        without waiting. The sweeper asks this before it starts a watch: a
+        client that sent its call and left at once needs no watching task,
+        and the sweeper ends its answer (`peer_left`) a few per batch."""
         stream = self._stream
-        if type(stream) is not SocketIO or not stream.peer_gone():
-            return False
-        self._peer_gone()
-        return True
+        return type(stream) is SocketIO and bool(stream.peer_gone())
 
     async def watch_peer(self) -> None:
         """Run by the server while this answer is produced: when the client
@@ -271,9 +268,9 @@ class ConnectionWriter:
                 if gone is not None:
                     break
         if gone:
-            self._peer_gone()
+            self.peer_left()
 
-    def _peer_gone(self) -> None:
+    def peer_left(self) -> None:
         """The client has gone: free its socket now if the answer outlives it
         (a 2025 session's), else cancel the answer with its connection."""
         if self.broken:
