@@ -79,7 +79,8 @@ class BatchTimes(trio.abc.Instrument):
         #: The CPU of those steps by kind, in ms (``kinds``).
         self.kinds_ms: Counter[str] = Counter()
         self._step_started = 0.0
-        self._step_ms: list[float] = []
+        self._step_name: str | None = None
+        self._step_ms: list[tuple[str, float]] = []
         self._bounds_s = [b / 1000 for b in BOUNDS_MS]
         self._started: float | None = None
         self._started_wall = 0.0
@@ -105,12 +106,15 @@ class BatchTimes(trio.abc.Instrument):
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self._steps += 1
         if self._naming:
-            self._names.append(_where(task))
+            self._step_name = name = _where(task)
+            self._names.append(name)
             self._step_started = time.thread_time()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if self._naming:
-            self._step_ms.append((time.thread_time() - self._step_started) * 1000)
+        name = self._step_name
+        if name is not None:  # (not the step this instrument was added in)
+            self._step_ms.append((name, (time.thread_time() - self._step_started) * 1000))
+            self._step_name = None
 
     def before_io_wait(self, timeout: float) -> None:
         started = self._started
@@ -131,9 +135,10 @@ class BatchTimes(trio.abc.Instrument):
         if self._naming:
             if spent >= KIND_AFTER_S:
                 self.kinds.update(self._names)
-                for name, ms in zip(self._names, self._step_ms, strict=True):
+                for name, ms in self._step_ms:
                     self.kinds_ms[name] += ms
-                self.kinds_ms["(between steps)"] += spent * 1000 - sum(self._step_ms)
+                stepping = sum(ms for _, ms in self._step_ms)
+                self.kinds_ms["(between steps)"] += spent * 1000 - stepping
             self._names.clear()
             self._step_ms.clear()
 

@@ -388,7 +388,13 @@ class HTTPServer:
             peer_gone = await _answer_overdue(stream, conn, peer_gone, self._dates)
         finally:
             self._connections.discard(conn)
-            conn.answering = None  # (a writer that refers back to it)
+            writer = conn.answering
+            if writer is not None:
+                # An answer cancelled before it finished: its writer refers back
+                # to the connection, and its keepalives (`slow`) to the writer.
+                # Left as a cycle, each vanished call would hold its connection
+                # until a full collection.
+                writer.finished()
             if conn.holding:
                 self.quota.give_body(conn.holding)
             # (a hop: nothing unread)
