@@ -388,13 +388,7 @@ class HTTPServer:
             peer_gone = await _answer_overdue(stream, conn, peer_gone, self._dates)
         finally:
             self._connections.discard(conn)
-            writer = conn.answering
-            if writer is not None:
-                # An answer cancelled before it finished: its writer refers back
-                # to the connection, and its keepalives (`slow`) to the writer.
-                # Left as a cycle, each vanished call would hold its connection
-                # until a full collection.
-                writer.finished()
+            _let_go_of_answer(conn)
             if conn.holding:
                 self.quota.give_body(conn.holding)
             # (a hop: nothing unread)
@@ -569,6 +563,16 @@ def _last_flush(batch: BatchEndSender) -> None:
     batch.before_io_wait(0)  # (normally nothing is held by now)
     with contextlib.suppress(KeyError):  # (trio drops an instrument that raised)
         trio.lowlevel.remove_instrument(batch)
+
+
+def _let_go_of_answer(conn: Connection) -> None:
+    """At a connection's end: let go of its answer's writer. One cancelled
+    before it finished still refers back to the connection, and its
+    keepalives (`slow`) to it: left as a cycle, each vanished call would
+    hold its connection, socket and buffers until a full collection."""
+    writer = conn.answering
+    if writer is not None:
+        conn.answering = writer.slow = None
 
 
 async def _serve_hop(*args: Any) -> None:
