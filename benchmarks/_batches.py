@@ -15,8 +15,9 @@ was suspended (the innermost coroutine's name and line), and the CPU those
 steps took (``kinds_ms``, with the batches' time outside any step as
 "(between steps)"): what the long batches are made of. A compiled coroutine
 has no frame to name its line by: run the pure-Python build
-(``TRIO_MCP_NO_EXTENSIONS=1``) to see inside it. Naming costs a walk of each step's await chain, so it
-inflates the CPU times a little; leave it off when comparing them.
+(``TRIO_MCP_NO_EXTENSIONS=1``) to see inside it. Naming costs a walk of each
+step's await chain, so it inflates the CPU times a little; leave it off when
+comparing them.
 """
 
 from __future__ import annotations

@@ -36,7 +36,8 @@ from ._quotas import ConnectionQuota, head_limit, slow_heads_threshold
 from ._slow_lane import SlowLane, slow_lane
 from ._tasks import in_python, spawn
 
-#: How many overdue connections the sweeper ends per scheduler batch.
+#: How many endings (overdue connections, answers whose client left) the
+#: sweeper runs per scheduler batch.
 CANCELS_PER_BATCH: Final = 4
 #: How many connections the sweeper looks at per scheduler batch: one look
 #: at 10,000 open streams took about 10 ms, twice a second, and every request
@@ -125,7 +126,7 @@ class TimeLimits:
         whose answer's limit) has passed, and the answers whose client has
         gone (for `end_gradually`). `LOOKS_PER_BATCH` connections per
         scheduler batch."""
-        overdue: list[Callable[[], None]] = []
+        endings: list[Callable[[], None]] = []
         watchers = self.watchers
         shortened = self.head_limit_s
         heads = 0
@@ -158,7 +159,7 @@ class TimeLimits:
             if since is None:
                 conn.since = since = now  # a phase begun since the last tick
             elif now - since >= limit:
-                overdue.append(conn.end_overdue)
+                endings.append(conn.end_overdue)
             due = since + limit
             writer = conn.answering
             if writer is not None:
@@ -167,14 +168,14 @@ class TimeLimits:
                     writer.seen = seen = now
                 elif now - seen >= writer.time_limit_s and not writer.overdue:
                     writer.overdue = True
-                    overdue.append(conn.end_overdue)
+                    endings.append(conn.end_overdue)
                 elif watchers is not None:
                     if not writer.watched:
                         # An answer seen running at two ticks takes long: watch its
                         # client from now on (quick answers never cost a task).
                         writer.watched = True
                         if writer.peer_gone_already():
-                            overdue.append(writer.peer_left)
+                            endings.append(writer.peer_left)
                         else:
                             spawn(watchers, "a client watch", writer.watch_peer)
                     slow = writer.slow
@@ -197,4 +198,4 @@ class TimeLimits:
             bodies_free + tick,
             {group: due + tick for group, due in groups.items()},
         )
-        return overdue
+        return endings
