@@ -6,6 +6,6 @@ cimport cython
 @cython.final
 cdef class Context:
     cdef public object request_id, session_id, principal, headers, protocol_version
-    cdef public object client_capabilities, _progress_token, _emit, _log_level
-    cdef public object _cancel_scope, _request, _close_stream, _input_responses, _asked
+    cdef public object client_capabilities, _progress_token, _stream, _log_level
+    cdef public object _cancel_scope, _asker, _input_responses, _asked
     cdef public object _mrtr, state, lifespan

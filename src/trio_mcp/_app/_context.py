@@ -3,8 +3,9 @@
 The request runner builds one per request (``_mcp/_runner.py``); a handler
 receives it through a parameter annotated ``Context``. Its methods send on the
 request's own stream (progress, log messages), ask the client for input
-(elicitation, sampling, roots) and end the response early; what they need
-from the transport comes in as callables, so this module imports no trio.
+(elicitation, sampling, roots) and end the response early, through the
+request's stream and the runner (protocols here, so this module imports no
+trio).
 """
 
 from __future__ import annotations
@@ -22,6 +23,32 @@ class _Cancellation(Protocol):
 
     @property
     def cancel_called(self) -> bool: ...
+
+
+class _Stream(Protocol):
+    """The request's stream, as a handler's context uses it (the runner's
+    ``RequestStream``)."""
+
+    @property
+    def session(self) -> Any: ...
+
+    async def emit(self, data: bytes) -> None: ...
+
+    async def close_connection(self) -> None: ...
+
+
+class _Asker(Protocol):
+    """What sends a request to the client and awaits its answer (the runner)."""
+
+    async def ask_client(
+        self,
+        session: Any,
+        emit: Callable[[bytes], Awaitable[None]],
+        method: str,
+        params: dict[str, Any],
+        capability: str,
+        timeout_s: float | None,
+    ) -> Any: ...
 
 
 #: The client capability each kind of input request needs.
@@ -47,11 +74,10 @@ class Context:
         "protocol_version",
         "client_capabilities",
         "_progress_token",
-        "_emit",
+        "_stream",
         "_log_level",
         "_cancel_scope",
-        "_request",
-        "_close_stream",
+        "_asker",
         "_input_responses",
         "_asked",
         "_mrtr",
@@ -69,12 +95,11 @@ class Context:
         protocol_version: str,
         client_capabilities: Mapping[str, Any],
         progress_token: str | int | None,
-        emit: Callable[[bytes], Awaitable[None]],
+        stream: _Stream,
         log_level: str | None,
         cancel_scope: _Cancellation,
         lifespan: Any = None,
-        request: Callable[[str, dict[str, Any], str, float | None], Awaitable[Any]] | None = None,
-        close_stream: Callable[[], Awaitable[None]] | None = None,
+        asker: _Asker | None = None,
         input_responses: dict[str, Any] | None = None,
         state: dict[str, Any] | None = None,
         mrtr: bool = False,
@@ -86,13 +111,13 @@ class Context:
         self.protocol_version = protocol_version
         self.client_capabilities = client_capabilities
         self._progress_token = progress_token
-        self._emit = emit
+        self._stream = stream
         self._log_level = log_level
         self._cancel_scope = cancel_scope
         #: What the server's lifespan context manager yielded (None without one).
         self.lifespan = lifespan
-        self._request = request
-        self._close_stream = close_stream
+        # None: this request cannot ask its client (no session, or JSON answers only)
+        self._asker = asker
         # 2026-07-28: input comes back with the retry (multi round-trip requests).
         self._mrtr = mrtr
         self._input_responses = input_responses if input_responses is not None else {}
@@ -112,7 +137,7 @@ class Context:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        await self._emit(
+        await self._stream.emit(
             dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         )
 
@@ -126,7 +151,7 @@ class Context:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        await self._emit(
+        await self._stream.emit(
             dumps({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         )
 
@@ -162,12 +187,15 @@ class Context:
                 return self._input_responses[key]
             self._asked[key] = {"method": method, "params": params}
             raise InputRequired(dict(self._asked))
-        if self._request is None:
+        if self._asker is None:
             raise MCPError(
                 -32600,
                 f"{method} needs a session and a response stream; this request has neither",
             )
-        return await self._request(method, params, capability, timeout_s)
+        stream = self._stream
+        return await self._asker.ask_client(
+            stream.session, stream.emit, method, params, capability, timeout_s
+        )
 
     async def elicit(
         self,
@@ -241,7 +269,7 @@ class Context:
 
     async def elicitation_complete(self, elicitation_id: str) -> None:
         """Tell the client a URL-mode elicitation finished (2025-11-25)."""
-        await self._emit(
+        await self._stream.emit(
             dumps(
                 {
                     "jsonrpc": "2.0",
@@ -289,8 +317,7 @@ class Context:
         events it missed, then the rest, including the response. Does nothing
         when the answer is not a stream yet or there is no session.
         """
-        if self._close_stream is not None:
-            await self._close_stream()
+        await self._stream.close_connection()
 
     @property
     def cancelled(self) -> bool:

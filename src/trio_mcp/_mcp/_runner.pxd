@@ -6,13 +6,15 @@
 cimport cython
 from trio_mcp._protocol._envelope cimport Envelope
 from trio_mcp._protocol._jsonrpc cimport RPCRequest
+from trio_mcp._protocol._sessions cimport Session
 from trio_mcp._mcp._dispatch cimport Dispatcher
 
 @cython.final
 cdef class RequestRunner:
     cdef public object app, config, requests, sealer, principal_key, lifespan_state, stopping
-    cdef public object tracing
+    cdef public object tracing, asks_clients
     cdef public Dispatcher dispatch
+    @cython.locals(session=Session)
     cpdef _context(
         self, RPCRequest message, stream, scope, headers, principal, Envelope envelope, mrtr,
         input_responses, state

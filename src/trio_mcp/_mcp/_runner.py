@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 import trio
@@ -85,6 +84,7 @@ class RequestRunner:
         "lifespan_state",
         "stopping",
         "tracing",
+        "asks_clients",
     )
 
     def __init__(
@@ -98,6 +98,9 @@ class RequestRunner:
     ) -> None:
         self.app = app
         self.config = config
+        #: A request with a session may ask its client for input (elicitation,
+        #: sampling, roots): not when every answer is one JSON object.
+        self.asks_clients = not config.json_response_only
         self.dispatch = Dispatcher(app, stores.sessions)
         #: The requests in flight (and those sent to clients), by session.
         self.requests = stores.requests
@@ -233,10 +236,6 @@ class RequestRunner:
         meta = dict.get(params, "_meta")
         progress_token = dict.get(meta, "progressToken") if isinstance(meta, dict) else None
         session = stream.session
-        emit = stream.emit
-        ask = None
-        if session is not None and not self.config.json_response_only:
-            ask = partial(self.ask_client, session, emit)
         capabilities: dict[str, Any]
         log_level: str | None
         if envelope is not None:
@@ -256,12 +255,11 @@ class RequestRunner:
             stream.version,  # protocol_version
             capabilities,  # client_capabilities
             progress_token,
-            emit,
+            stream,
             log_level,
             scope,  # cancel_scope
             self.lifespan_state,  # lifespan
-            ask,  # request
-            stream.close_connection,  # close_stream
+            self if session is not None and self.asks_clients else None,  # asker
             input_responses,
             state,
             mrtr,
