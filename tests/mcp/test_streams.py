@@ -518,6 +518,40 @@ async def test_a_broadcast_is_buffered_once_its_frames_are_out(start_mcp) -> Non
     assert [stored[1] for stored in store._sessions[session].streams[0]][-1] == event_id
 
 
+async def test_broadcasts_are_kept_for_a_resume_only_where_a_get_stream_was(start_mcp) -> None:
+    """A session that never opened a GET stream holds no event id of one, so
+    nothing of a broadcast is kept for it; one whose stream closed resumes
+    and gets every broadcast it missed."""
+    app = notifying_app()
+    server = await start_mcp(app)
+    store = server.handler.stores.events
+    port = server.ports[0]
+    resuming, never = await open_session(port), await open_session(port)
+    with trio.fail_after(10):
+        async with await connect(port) as client:
+            reader = EventReader(client)
+            await reader.head(get_request(resuming))
+            priming_id, _, _ = await reader.event()
+        kept = store._sessions[resuming].streams[0]
+        before = len(kept)
+        app.notify_tools_changed()
+        app.log("info", "missed")
+        while len(kept) < before + 2:
+            await trio.sleep(0.01)
+        assert never not in store._sessions
+        async with await connect(port) as client:
+            reader = EventReader(client)
+            await reader.head(get_request(resuming, last_event_id=priming_id))
+            methods = [(await reader.message())[1]["method"] for _ in range(2)]
+        assert methods == ["notifications/tools/list_changed", "notifications/message"]
+        async with await connect(port) as client:  # a first stream: what comes after it
+            reader = EventReader(client)
+            await reader.head(get_request(never))
+            await reader.event()  # priming
+            app.log("info", "new")
+            assert (await reader.message())[1]["params"]["data"] == "new"
+
+
 async def test_buffer_bounds_are_configurable_and_applied(start_mcp) -> None:
     app = notifying_app()
     server = await start_mcp(app, event_buffer_events=2)

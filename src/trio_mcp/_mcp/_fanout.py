@@ -3,7 +3,10 @@
 `Broadcaster` takes the application's notifications (list changes, resource
 updates, log messages not tied to a request) and delivers each to every
 interested stream: the GET streams of the 2025 sessions (numbered and kept
-for resumption) and the 2026-07-28 subscriptions/listen streams. It also
+for resumption, for the sessions that have had one: `Bus.resumable`) and the
+2026-07-28 subscriptions/listen streams. It goes through the sessions a
+slice per scheduler step, so a broadcast to thousands delays no request by
+more than a slice's work. It also
 numbers and keeps the events of the sessions' POST streams (`publish`,
 `priming_event`, `open_stream`: the `EventPublisher` the streams are given).
 In a ``--workers`` group without a shared store, each notification the
@@ -38,8 +41,9 @@ logger = logging.getLogger("trio_mcp.endpoint")
 
 #: Notifications waiting for the broadcaster; beyond, new ones are dropped (and logged).
 BROADCAST_QUEUE: Final = 1024
-# Sessions per event-store call when a notification goes to every session.
-_BROADCAST_SLICE: Final = 512
+# Sessions per event-store call, and per scheduler step, when a notification
+# goes to every session.
+_BROADCAST_SLICE: Final = 256
 #: Which subscriptions/listen flag lets each notification onto a listen stream.
 LISTEN_METHODS: Final = {
     "notifications/tools/list_changed": "toolsListChanged",
@@ -172,14 +176,20 @@ class Broadcaster:
         now = self._now()  # one clock reading per broadcast
         events = self.events
         bus = self.bus
-        # One store call per slice of sessions: few calls, and the first
-        # streams get the event before the last ones are numbered. The
-        # buffers for resumption are written after the last frame is out.
+        # One store call per slice of sessions, and a checkpoint between
+        # slices: few calls, the first streams get the event before the last
+        # ones are numbered, and other tasks run between slices. A slice is
+        # taken after the checkpoint, so a session that ended meanwhile is
+        # no longer `resumable` (the memory store would make it a buffer
+        # again). The buffers are written after the last frame is out.
         try:
             for start in range(0, len(targets), _BROADCAST_SLICE):
-                part = targets[start : start + _BROADCAST_SLICE]
-                event_ids = await events.append_many(part, 0, data, now)
-                await bus.deliver(part, event_ids, data, now)
+                if start:
+                    await trio.lowlevel.checkpoint()
+                part = bus.resumable(targets[start : start + _BROADCAST_SLICE])
+                if part:
+                    event_ids = await events.append_many(part, 0, data, now)
+                    await bus.deliver(part, event_ids, data, now)
         finally:
             events.settle()
 

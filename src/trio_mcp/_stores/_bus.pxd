@@ -5,4 +5,4 @@ cimport cython
 
 @cython.final
 cdef class MemoryBus:
-    cdef public object _streams, _producers, _listeners, _by_uri
+    cdef public object _streams, _streamed, _producers, _listeners, _by_uri

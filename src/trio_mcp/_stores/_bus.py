@@ -140,6 +140,14 @@ class Bus(Protocol):
         the event id of the same position."""
         ...
 
+    def resumable(self, session_ids: list[str]) -> list[str]:
+        """Those of `session_ids` (live sessions) whose standalone stream a
+        client could resume: a broadcast is numbered and kept only for them.
+        A session that never had one has no event id of it to resume from,
+        and a new stream starts with what comes after it. A bus that cannot
+        tell (the stream may be in another process) returns them all."""
+        ...
+
     def producing(self, session_id: str, number: int, producer: Producer) -> None:
         """POST stream `number` of the session is being produced here."""
         ...
@@ -193,10 +201,13 @@ class Bus(Protocol):
 class MemoryBus:
     """The live streams of this process (the default)."""
 
-    __slots__ = ("_streams", "_producers", "_listeners", "_by_uri")
+    __slots__ = ("_streams", "_streamed", "_producers", "_listeners", "_by_uri")
 
     def __init__(self) -> None:
         self._streams: dict[str, Subscriber] = {}
+        #: The sessions that have had a standalone stream here (`resumable`),
+        #: until they end.
+        self._streamed: set[str] = set()
         self._producers: dict[tuple[str, int], Producer] = {}
         #: The listen streams in the order they opened (a dict for that order):
         #: a fan-out walks them as they were allocated, in memory order.
@@ -208,11 +219,13 @@ class MemoryBus:
         if session_id in self._streams:
             return False
         self._streams[session_id] = subscriber
+        self._streamed.add(session_id)
         return True
 
     async def take_over(self, session_id: str, subscriber: Subscriber) -> None:
         previous = dict.get(self._streams, session_id)
         self._streams[session_id] = subscriber
+        self._streamed.add(session_id)
         if previous is not None:
             previous.close()
 
@@ -239,6 +252,10 @@ class MemoryBus:
             stream = dict.get(streams, session_id)
             if stream is not None and not stream.offer(with_event_id(event_id, shared), now):
                 del streams[session_id]
+
+    def resumable(self, session_ids: list[str]) -> list[str]:
+        streamed = self._streamed
+        return [session_id for session_id in session_ids if session_id in streamed]
 
     def producing(self, session_id: str, number: int, producer: Producer) -> None:
         self._producers[session_id, number] = producer
@@ -282,6 +299,7 @@ class MemoryBus:
         return list(subscribed) if subscribed is not None else []
 
     def release(self, session_id: str) -> None:
+        self._streamed.discard(session_id)
         stream = self._streams.pop(session_id, None)
         if stream is not None:
             stream.close()

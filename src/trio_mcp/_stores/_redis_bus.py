@@ -243,6 +243,9 @@ class RedisBus:
         for session_id, event_id in zip(session_ids, event_ids, strict=True):
             await self.send(session_id, event_id, data, now)
 
+    def resumable(self, session_ids: list[str]) -> list[str]:
+        return session_ids  # (its stream may have been in another process)
+
     def producing(self, session_id: str, number: int, producer: Producer) -> None:
         self.local.producing(session_id, number, producer)
         self.posts.producing(session_id, number)
