@@ -668,6 +668,27 @@ async def test_expired_sessions_release_their_buffers_but_listening_ones_live(st
     assert listening in endpoint.stores.events._sessions
 
 
+@pytest.mark.parametrize("how", ["session bound", "age"])
+async def test_a_get_stream_that_lost_nothing_resumes_however_many_post_streams_did(
+    how: str,
+) -> None:
+    """Once more than LOSSES_KEPT POST streams had lost events (shed whole at
+    the session's byte bound, or aged out at a sweep), a resume of the GET
+    stream, which lost nothing, was refused as if it had (410 Gone)."""
+    store = MemoryEventStore(EventLimits(max_session_bytes=4 * (1000 + EVENT_OVERHEAD)))
+    seen = await store.append("s", 0, b"first", now=0)
+    for n in range(LOSSES_KEPT + 10):
+        stream = await store.open_stream("s")
+        await store.append("s", stream, b"x" * 1000, now=n)
+        if how == "age":
+            store.prune(now=n + 1000)  # every POST event older than the age bound
+            seen = await store.append("s", 0, b"news", now=n + 1000)
+    found = await store.replay("s", seen, now=LOSSES_KEPT + 1010)
+    assert found == (0, [])
+    # (many POST streams' losses are known only as "older than this")
+    assert store._sessions["s"].forgotten > 0
+
+
 async def test_a_resume_never_hides_a_loss_however_old_the_stream() -> None:
     """Losses are remembered by stream for the newest LOSSES_KEPT streams, and
     as "older than this" beyond: a resume of an old stream is refused, never

@@ -27,8 +27,9 @@ from .._errors import EventsLost
 MESSAGE_EVENT: Final = b"message"
 #: What one stored event costs beyond its data, counted against `max_session_bytes`.
 EVENT_OVERHEAD: Final = 128
-#: Streams whose dropped events a session remembers by number; for older
-#: ones it remembers only that they are older (and may have lost events).
+#: POST streams whose dropped events a session remembers by number; for
+#: older ones it remembers only that they are older (and may have lost
+#: events). The GET stream's are always remembered.
 LOSSES_KEPT: Final = 64
 
 
@@ -64,9 +65,10 @@ class SessionEvents:
         self.streams: dict[int, deque[tuple[int, str, bytes, float]]] = {}
         self.sizes: dict[int, int] = {}  # stream -> bytes of data in its buffer
         self.cost = 0  # data + EVENT_OVERHEAD per event, all streams
-        #: stream -> the newest sequence dropped from it (the last LOSSES_KEPT streams)
+        #: stream -> the newest sequence dropped from it (the GET stream and the
+        #: last POST streams, LOSSES_KEPT in all)
         self.lost: dict[int, int] = {}
-        #: the newest stream whose losses are no longer remembered one by one
+        #: the newest POST stream whose losses are no longer remembered one by one
         self.forgotten = -1
 
     def append(self, stream: int, data: bytes, now: float, limits: EventLimits) -> str:
@@ -110,8 +112,12 @@ class SessionEvents:
         the GET stream (0) last, never `keep` (the stream being written)."""
         streams = self.streams
         while self.cost > limit:
-            victim = next((n for n in streams if n != keep and n != 0), None)
-            if victim is None:
+            victim = -1
+            for number in streams:  # (oldest first)
+                if number != keep and number != 0:
+                    victim = number
+                    break
+            if victim == -1:
                 if keep == 0 or 0 not in streams:
                     return
                 victim = 0
@@ -138,9 +144,18 @@ class SessionEvents:
         lost = self.lost
         lost[stream] = sequence  # (events go in order: this is the newest gone)
         if len(lost) > LOSSES_KEPT:
-            oldest = min(lost)
+            # The POST stream that lost events first (streams are numbered and
+            # shed oldest first, so about the lowest number: one step, where
+            # min() compared all of them). The GET stream's entry stays for as
+            # long as the session: its resume must never be told of losses
+            # it did not have.
+            oldest = 0
+            for oldest in lost:
+                if oldest != 0:
+                    break
             del lost[oldest]
-            self.forgotten = max(self.forgotten, oldest)
+            if oldest > self.forgotten:
+                self.forgotten = oldest
 
     def missed(
         self, stream: int, after: int, now: float, max_age_s: float
@@ -150,7 +165,7 @@ class SessionEvents:
         if stream > self.opened and stream not in self.streams and stream not in self.lost:
             return None
         if dict.get(self.lost, stream, -1) > after or (
-            stream <= self.forgotten and stream not in self.lost
+            stream != 0 and stream <= self.forgotten and stream not in self.lost
         ):
             raise EventsLost(stream)
         events = []
