@@ -25,6 +25,9 @@ one's place without a change to the endpoint):
   wakes that process); `deliver` does the same for a broadcast to many
   sessions, each event with its own id, in one call. An event for a session
   with no stream is dropped: the event store keeps it for resumption.
+  `resumable` says which sessions a broadcast is kept for at all: those
+  whose standalone stream a client could resume (a bus that cannot tell,
+  because the stream may be in another process, names them all).
 - `resume` attaches a subscriber to a POST stream still being produced
   (False: none is), for a GET with ``Last-Event-ID``; a shared bus follows
   a stream produced by another process, and closes the subscriber when
