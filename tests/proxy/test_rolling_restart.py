@@ -49,15 +49,22 @@ START_S = 20.0
 EXIT_S = 20.0
 #: Calls a restarted replica must answer (through the proxy) before the next goes.
 SERVED_AFTER_RESTART = 3
+#: Behind HAProxy, what deploy/haproxy.cfg asks for: the listener closes only
+#: once HAProxy's /readyz checks (inter 1 s, fastinter 250 ms, fall 2) have
+#: marked the draining replica down. Without it HAProxy may connect just as the
+#: listener closes, and that connection is reset after it sent the request: a
+#: 502 (nginx, without active health checks, gets no such delay).
+HAPROXY_DRAIN_DELAY_S = 3.0
 
 
 class ReplicaProcess:
     """``trio-mcp run`` as replica `name` on a fixed port; restartable."""
 
-    def __init__(self, name: str, redis_url: str, logs: Path) -> None:
+    def __init__(self, name: str, redis_url: str, logs: Path, drain_delay_s: float = 0.0) -> None:
         self.name = name
         self.redis_url = redis_url
         self.logs = logs
+        self.drain_delay_s = drain_delay_s
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.pids: list[int] = []
@@ -79,6 +86,8 @@ class ReplicaProcess:
             "127.0.0.1",
             "--log-level",
             "warning",
+            "--drain-delay-s",
+            str(self.drain_delay_s),
         ]
         env = {**os.environ, "TRIO_MCP_REQUEST_STATE_KEYS": ",".join(KEYS)}
         with self.log.open("ab") as log:
@@ -123,10 +132,13 @@ def replica_processes(start_redis: StartRedis) -> Iterator[list[ReplicaProcess]]
 
 
 async def three_replicas(
-    start_redis: StartRedis, started: list[ReplicaProcess], logs: Path
+    start_redis: StartRedis,
+    started: list[ReplicaProcess],
+    logs: Path,
+    drain_delay_s: float = 0.0,
 ) -> dict[str, ReplicaProcess]:
     redis = await start_redis()
-    replicas = {name: ReplicaProcess(name, redis.url, logs) for name in NAMES}
+    replicas = {name: ReplicaProcess(name, redis.url, logs, drain_delay_s) for name in NAMES}
     started.extend(replicas.values())
     for replica in replicas.values():
         replica.start()
@@ -233,7 +245,8 @@ async def test_a_rolling_restart_under_load_fails_no_request(
     start_proxy: StartProxy,
     tmp_path: Path,
 ) -> None:
-    replicas = await three_replicas(start_redis, replica_processes, tmp_path)
+    drain_delay_s = HAPROXY_DRAIN_DELAY_S if proxy == "haproxy" else 0.0
+    replicas = await three_replicas(start_redis, replica_processes, tmp_path, drain_delay_s)
     port = await start_proxy(proxy, {name: r.port for name, r in replicas.items()})
     load = Load(port)
     with trio.fail_after(120):
