@@ -129,6 +129,14 @@ async def connect(port: int) -> Client:
     return Client(await trio.open_tcp_stream("127.0.0.1", port))
 
 
+async def settled() -> None:
+    """Until every task is blocked and no server's hostile work waits for its
+    turn. The turn keeper (``_trio/_turns.py``) takes each idle moment while
+    work waits (it waits for idle with no cushion); this waits for idle with
+    a cushion, so it wakes only once the keeper has nothing left to give."""
+    await trio.testing.wait_all_tasks_blocked(0.001)
+
+
 async def exchange_and_close(port: int, data: bytes) -> Reply:
     """Send raw bytes on a new connection; the reply, checked to be followed by a close."""
     client = await connect(port)

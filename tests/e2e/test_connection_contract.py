@@ -10,7 +10,16 @@ import time
 from collections.abc import AsyncIterator
 
 import trio
-from _support import EXAMPLES, Client, connect, connect_when_up, post, server_process, still_serving
+from _support import (
+    EXAMPLES,
+    Client,
+    connect,
+    connect_when_up,
+    post,
+    server_process,
+    settled,
+    still_serving,
+)
 
 from trio_mcp import HTTPServer, Request, Response, StreamingResponse
 from trio_mcp._trio._connection import LAST_REQUEST_GRACE_S
@@ -193,7 +202,7 @@ async def test_a_keep_alive_answer_ending_after_the_listener_closed_gets_one_mor
     with trio.fail_after(10):
         async with await connect(port) as client:
             await client.send(post(b"stream"))
-            await trio.testing.wait_all_tasks_blocked()
+            await settled()  # (its stream has begun)
             server.shutdown()
             while True:  # (the listener closes once the server's task has run)
                 try:

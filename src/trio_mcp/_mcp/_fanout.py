@@ -32,6 +32,7 @@ from .._protocol._sessions import Session
 from .._speedups import format_event
 from .._stores._stores import PeerNotices, Stores
 from .._trio._tasks import guarded
+from .._trio._turns import take_turn
 from ._streams import MESSAGE, Keepalives, PostStream
 
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class Broadcaster:
         try:
             for start in range(0, len(targets), _BROADCAST_SLICE):
                 if start:
-                    await trio.lowlevel.checkpoint()
+                    await take_turn()
                 part = bus.resumable(targets[start : start + _BROADCAST_SLICE])
                 if part:
                     event_ids = await events.append_many(part, 0, data, now)

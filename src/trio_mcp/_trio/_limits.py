@@ -35,6 +35,7 @@ from ._connection import Connection
 from ._quotas import ConnectionQuota, head_limit, slow_heads_threshold
 from ._slow_lane import SlowLane, slow_lane
 from ._tasks import in_python, spawn
+from ._turns import keep_turns, take_turn
 
 #: How many endings (overdue connections, answers whose client left) the
 #: sweeper runs per scheduler batch.
@@ -69,10 +70,10 @@ async def end_gradually(endings: list[Callable[[], None]]) -> None:
     waits behind.
     """
     while endings:
+        await take_turn()
         for end in endings[-CANCELS_PER_BATCH:]:
             end()
         del endings[-CANCELS_PER_BATCH:]
-        await trio.lowlevel.checkpoint()
 
 
 def start_clock(
@@ -81,6 +82,7 @@ def start_clock(
     """Start a server's clock tasks in `clock`: the sweeper (`sweep`), and the
     slow lane of `limits`' connections where `lane` (their reads can be
     interrupted) and there is epoll; the clock outlives every connection."""
+    clock.start_soon(keep_turns)
     clock.start_soon(in_python, sweep, name=sweep)
     limits.lane = slow_lane() if lane else None
     if limits.lane is not None:
@@ -144,7 +146,7 @@ class TimeLimits:
                 looked += 1
                 if looked == LOOKS_PER_BATCH:
                     looked = 0
-                    await trio.lowlevel.checkpoint()
+                    await take_turn()
                 if conn not in connections:
                     continue  # (it ended while the look yielded)
             since = conn.since

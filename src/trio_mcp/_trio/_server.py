@@ -90,6 +90,7 @@ from ._socketio import (
 )
 from ._tasks import in_python, python_coroutine, spawn
 from ._tls import TLSStream, handshake, server_context
+from ._turns import take_turn
 from ._writer import DONE, NEW, STREAMING, ConnectionWriter
 
 if TYPE_CHECKING:
@@ -308,6 +309,7 @@ class HTTPServer:
             except BlockingIOError:
                 accepted = 0
                 await trio.lowlevel.wait_readable(listener)
+                await take_turn()
                 continue
             except OSError as exc:
                 if exc.errno not in RESOURCE_ERRNOS:
@@ -320,7 +322,7 @@ class HTTPServer:
             accepted += 1
             if accepted >= ACCEPTS_PER_BATCH:
                 accepted = 0
-                await trio.lowlevel.checkpoint()
+                await take_turn()
 
     def _admit(
         self, sock: socket.socket, address: Any, ip: bool, connections: trio.Nursery

@@ -47,6 +47,7 @@ from trio.lowlevel import Abort, Task, current_task, reschedule, wait_task_resch
 
 from .._errors import RemoteProtocolError
 from .._speedups import find_head_end
+from ._turns import take_turn
 
 #: How many waiting reads the lane wakes per scheduler batch: a slow head's
 #: line costs about 20 µs of the batch it runs in.
@@ -221,6 +222,7 @@ class SlowLane:
             while True:
                 await trio.lowlevel.wait_readable(epoll.fileno())
                 while True:
+                    await take_turn()
                     events = epoll.poll(0, most)
                     for fd, _ in events:
                         task = waiting.pop(fd, None)
@@ -232,8 +234,7 @@ class SlowLane:
                                 self._read_for(fd, record)
                     if len(events) < most:
                         break
-                    # (the woken reads run in the next batch; so do we, for more)
-                    await trio.lowlevel.cancel_shielded_checkpoint()
+                    # (the woken reads run in the next batch; we take a turn for more)
         finally:
             trio.lowlevel.notify_closing(epoll.fileno())
             epoll.close()
