@@ -185,8 +185,7 @@ class Broadcaster:
         # again). The buffers are written after the last frame is out.
         try:
             for start in range(0, len(targets), _BROADCAST_SLICE):
-                if start:
-                    await take_turn()
+                await take_turn()
                 part = bus.resumable(targets[start : start + _BROADCAST_SLICE])
                 if part:
                     event_ids = await events.append_many(part, 0, data, now)
