@@ -9,7 +9,9 @@ import pytest
 import trio
 import trio.lowlevel
 import trio.testing
+from _support import connect, post, start_ok_server
 
+from trio_mcp._trio import _turns
 from trio_mcp._trio._turns import Turns, keep_turns, take_turn
 
 
@@ -149,3 +151,55 @@ async def test_the_first_keeper_of_a_run_serves_every_take_turn() -> None:
         nursery.cancel_scope.cancel()
     assert log == ["busy done", "turn"]
     await take_turn()  # (the keeper has gone: a checkpoint again)
+
+
+async def forever_busy() -> None:
+    """Keeps the scheduler from ever being idle (until cancelled)."""
+    while True:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_server_serves_its_established_clients_before_it_accepts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_turns, "LONGEST_WAIT_S", math.inf)  # (only idle moments give turns)
+    async with trio.open_nursery() as nursery:
+        server = await start_ok_server(nursery)
+        port = server.ports[0]
+        established = await connect(port)
+        await established.send(post())
+        assert (await established.read_reply()).status == 200
+        busy = trio.CancelScope()
+        nursery.start_soon(forever_busy_in, busy)
+        newcomer = await connect(port)  # (the kernel completes the handshake)
+        await newcomer.send(post())
+        for _ in range(20):  # the established client is served meanwhile...
+            await established.send(post())
+            assert (await established.read_reply()).status == 200
+        with trio.move_on_after(0.2):  # ...and the newcomer is not
+            await newcomer.read_reply()
+            raise AssertionError("accepted while the scheduler was busy")
+        busy.cancel()
+        with trio.fail_after(5):  # once the scheduler idles, it is
+            assert (await newcomer.read_reply()).status == 200
+        await established.stream.aclose()
+        await newcomer.stream.aclose()
+        nursery.cancel_scope.cancel()
+
+
+async def forever_busy_in(scope: trio.CancelScope) -> None:
+    with scope:
+        await forever_busy()
+
+
+async def test_a_scheduler_that_never_idles_still_accepts() -> None:
+    async with trio.open_nursery() as nursery:
+        server = await start_ok_server(nursery)
+        nursery.start_soon(forever_busy)
+        with trio.fail_after(5):
+            for _ in range(5):
+                client = await connect(server.ports[0])
+                await client.send(post())
+                assert (await client.read_reply()).status == 200
+                await client.stream.aclose()
+        nursery.cancel_scope.cancel()

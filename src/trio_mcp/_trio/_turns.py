@@ -42,7 +42,7 @@ class Turns:
 
     __slots__ = ("_waiting", "_parked", "longest_wait_s")
 
-    def __init__(self, longest_wait_s: float = LONGEST_WAIT_S) -> None:
+    def __init__(self, longest_wait_s: float) -> None:
         self._waiting: deque[Task] = deque()
         #: The keeper, while it waits for a piece to come (nothing waits).
         self._parked: Task | None = None
@@ -114,7 +114,7 @@ async def keep_turns(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNOR
     if _TURNS.get() is not None:
         task_status.started()
         return
-    turns = Turns()
+    turns = Turns(LONGEST_WAIT_S)
     _TURNS.set(turns)
     task_status.started()
     try:
