@@ -139,7 +139,7 @@ async def test_graceful_shutdown_finishes_in_flight_requests(start_server) -> No
             await busy.send(post(b"slow"))
             await started.wait()
             await partial.send(post(b"late")[:20])
-            await trio.testing.wait_all_tasks_blocked()
+            await settled()
 
             server.shutdown()
             # new connections are refused
@@ -251,7 +251,7 @@ async def test_graceful_shutdown_cancels_after_the_deadline(nursery, start_serve
     server = await start_server(handler, shutdown_timeout_s=0.3)
     async with await connect(server.ports[0]) as client:
         await client.send(post())
-        await trio.testing.wait_all_tasks_blocked()
+        await settled()
         t0 = trio.current_time()
         server.shutdown()
         with trio.fail_after(5):

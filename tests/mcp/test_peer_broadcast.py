@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 import trio
-import trio.testing
-from _support import Client, EventReader, initialize_body, mcp_post, modern_body, modern_headers
+from _support import (
+    Client,
+    EventReader,
+    initialize_body,
+    mcp_post,
+    modern_body,
+    modern_headers,
+    settled,
+)
 
 from trio_mcp import HTTPServer, MCPConfig, Server, ServerConfig
 from trio_mcp._mcp._endpoint import MCPEndpoint
@@ -187,7 +194,7 @@ async def test_a_broadcast_reaches_every_stream_of_the_group_exactly_once(start:
         a.app.log("info", "not for on_b, whose level is error")
         # b's own broadcast, after a's: what came before it on every stream
         # is all a's broadcasts brought there
-        await trio.testing.wait_all_tasks_blocked()
+        await settled()  # (the broadcast has gone out)
         b.app.notify_prompts_changed()
         got = {name: await until_fence(reader) for name, reader in streams.items()}
         await close(*streams.values())
@@ -208,7 +215,7 @@ async def test_what_came_from_a_peer_is_not_passed_on_again(start: Start) -> Non
         readers = [await get_stream(p.port, s) for p, s in zip((a, b, c), sessions, strict=True)]
         await streams_attached(a, b, c, count=3)
         b.app.notify_tools_changed()
-        await trio.testing.wait_all_tasks_blocked()
+        await settled()  # (the broadcast has gone out)
         c.app.notify_prompts_changed()
         assert [await until_fence(r) for r in readers] == [[LIST_CHANGED]] * 3
         await close(*readers)
