@@ -21,6 +21,7 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "trio_mcp"
 DIRECT_STARTS = {
     ("_trio/_limits.py", "sweep"),  # the clock: time limits only
     ("_trio/_limits.py", "limits.lane.run"),  # the clock: the slow lane's wakes
+    ("_trio/_limits.py", "keep_turns"),  # the clock: the turn keeper
     ("_trio/_server.py", "self._accept_loop"),  # accept(); each connection is spawned
     ("_mcp/_endpoint.py", "broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded

@@ -23,7 +23,7 @@ from _support import (
 )
 
 from trio_mcp import Server
-from trio_mcp._trio._limits import CANCELS_PER_BATCH
+from trio_mcp._trio._limits import CANCELS_PER_TURN
 
 #: Short time limits, so the server's sweeper ticks every 0.1 s.
 QUICK_TICKS = {"write_timeout_s": 0.8}
@@ -190,8 +190,8 @@ async def test_the_calls_of_clients_gone_in_one_tick_end_a_few_per_batch(start_m
     finally:
         trio.lowlevel.remove_instrument(running)
     ended = [before - after for before, after in itertools.pairwise(running.counts)]
-    assert sum(ended) == running.counts[0] > CANCELS_PER_BATCH
-    assert max(ended) <= CANCELS_PER_BATCH
+    assert sum(ended) == running.counts[0] > CANCELS_PER_TURN
+    assert max(ended) <= CANCELS_PER_TURN
 
 
 async def test_a_stateless_request_is_cancelled_when_its_client_goes(start_mcp) -> None:

@@ -8,7 +8,7 @@ from math import inf
 import trio
 
 from trio_mcp import ServerConfig
-from trio_mcp._trio._limits import LOOKS_PER_BATCH, TimeLimits
+from trio_mcp._trio._limits import LOOKS_PER_TURN, TimeLimits
 from trio_mcp._trio._quotas import ConnectionQuota
 
 
@@ -30,7 +30,7 @@ class Idle:
 
 
 async def test_the_look_yields_between_batches_and_skips_what_ended_meanwhile() -> None:
-    connections = {Idle(since=None) for _ in range(LOOKS_PER_BATCH * 3)}
+    connections = {Idle(since=None) for _ in range(LOOKS_PER_TURN * 3)}
     quota = ConnectionQuota(ServerConfig())
     limits = TimeLimits(ServerConfig(), connections, quota)  # type: ignore[arg-type]
     batches = 0
@@ -51,7 +51,7 @@ async def test_the_look_yields_between_batches_and_skips_what_ended_meanwhile() 
         assert await limits.look(60.0) == []
         nursery.cancel_scope.cancel()
     assert batches >= 3  # (the other task ran between the look's batches)
-    assert LOOKS_PER_BATCH <= len(ended) < 3 * LOOKS_PER_BATCH - LOOKS_PER_BATCH // 2
+    assert LOOKS_PER_TURN <= len(ended) < 3 * LOOKS_PER_TURN - LOOKS_PER_TURN // 2
     assert {c.since for c in ended} == {None}  # (not looked at once they had ended)
     assert {c.since for c in connections} == {60.0}
 

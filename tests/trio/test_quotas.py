@@ -22,7 +22,7 @@ from trio_mcp import ServerConfig
 from trio_mcp._http._addresses import address_group
 from trio_mcp._http._connection import HTTP11Connection
 from trio_mcp._trio._connection import Connection
-from trio_mcp._trio._limits import CANCELS_PER_BATCH
+from trio_mcp._trio._limits import CANCELS_PER_TURN
 from trio_mcp._trio._quotas import (
     OPEN_ENDED_RETRY_S,
     ConnectionQuota,
@@ -289,7 +289,7 @@ async def test_the_sweeper_ends_a_few_overdue_connections_per_batch(
     assert statuses == [408] * 40
     steps = [after - before for before, after in itertools.pairwise(counts.counts)]
     assert counts.counts[-1] == 40
-    assert max(steps) <= CANCELS_PER_BATCH
+    assert max(steps) <= CANCELS_PER_TURN
     if interrupt_wakes_readers():  # (each head was interrupted: no cancel, no exception)
         assert not any(conn.timer.cancel_called for conn in counts.connections)
     for client in slow:

@@ -13,7 +13,7 @@ import trio
 from _support import connect, start_ok_server
 
 from trio_mcp import HTTPServer
-from trio_mcp._trio._server import ACCEPTS_PER_BATCH
+from trio_mcp._trio._server import ACCEPTS_PER_TURN
 from trio_mcp._trio._slow_lane import SlowLane, slow_lane
 from trio_mcp._trio._socketio import SocketIO, interrupt_wakes_readers
 
@@ -43,7 +43,7 @@ class SpawnsPerBatch(Batches):
 
 
 async def test_the_lane_wakes_a_few_reads_per_batch(nursery: trio.Nursery) -> None:
-    lane = SlowLane(wakes_per_batch=3)
+    lane = SlowLane(wakes_per_turn=3)
     nursery.start_soon(lane.run)
     pairs = [socket.socketpair() for _ in range(12)]
     batches = Batches()
@@ -167,7 +167,7 @@ async def test_a_flood_of_connections_is_admitted_a_few_per_batch(
 ) -> None:
     server = await start_ok_server(nursery)
     port = server.ports[0]
-    flood = 5 * ACCEPTS_PER_BATCH
+    flood = 5 * ACCEPTS_PER_TURN
     batches = SpawnsPerBatch()
     trio.lowlevel.add_instrument(batches)
     try:
@@ -178,7 +178,7 @@ async def test_a_flood_of_connections_is_admitted_a_few_per_batch(
                 await trio.sleep(0.01)
     finally:
         trio.lowlevel.remove_instrument(batches)
-    assert max(batches.counts) <= ACCEPTS_PER_BATCH
+    assert max(batches.counts) <= ACCEPTS_PER_TURN
     assert sum(batches.counts) >= flood
     clients = list(map(trio.socket.from_stdlib_socket, plain))
     with trio.fail_after(5):

@@ -177,10 +177,10 @@ class Broadcaster:
         now = self._now()  # one clock reading per broadcast
         events = self.events
         bus = self.bus
-        # One store call per slice of sessions, and a checkpoint between
-        # slices: few calls, the first streams get the event before the last
-        # ones are numbered, and other tasks run between slices. A slice is
-        # taken after the checkpoint, so a session that ended meanwhile is
+        # One store call per slice of sessions, each slice in a turn of its
+        # own (`_trio/_turns.py`): few calls, the first streams get the event
+        # before the last ones are numbered, and requests run first. A slice
+        # is taken after its turn, so a session that ended meanwhile is
         # no longer `resumable` (the memory store would make it a buffer
         # again). The buffers are written after the last frame is out.
         try:

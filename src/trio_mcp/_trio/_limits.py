@@ -7,7 +7,7 @@ phase without reading the clock (`Connection.limit_phase`). At each tick
 `TimeLimits.look` notes when it first sees each phase and each deferred
 answer, and returns the connections whose limit (or whose answer's
 ``time_limit_s``) has passed since; `end_gradually` ends them a few per
-scheduler batch. The look, too, goes a few hundred connections per batch,
+turn (`_turns.py`). The look, too, goes a few hundred connections per turn,
 so that thousands of open streams do not make one long batch at each tick.
 So a request costs no clock reading and no work in trio's deadline heap;
 limits fire no earlier than set and up to two ticks late.
@@ -38,12 +38,12 @@ from ._tasks import in_python, spawn
 from ._turns import keep_turns, take_turn
 
 #: How many endings (overdue connections, answers whose client left) the
-#: sweeper runs per scheduler batch.
-CANCELS_PER_BATCH: Final = 4
-#: How many connections the sweeper looks at per scheduler batch: one look
+#: sweeper runs per turn (`_turns.py`).
+CANCELS_PER_TURN: Final = 4
+#: How many connections the sweeper looks at per turn: one look
 #: at 10,000 open streams took about 10 ms, twice a second, and every request
 #: waited behind it.
-LOOKS_PER_BATCH: Final = 512
+LOOKS_PER_TURN: Final = 512
 
 
 def tick_s(config: ServerConfig) -> float:
@@ -61,7 +61,7 @@ def tick_s(config: ServerConfig) -> float:
 
 
 async def end_gradually(endings: list[Callable[[], None]]) -> None:
-    """Run the `endings` the look gave, `CANCELS_PER_BATCH` per scheduler batch.
+    """Run the `endings` the look gave, `CANCELS_PER_TURN` per turn.
 
     Each ending wakes a connection, which runs its end (a 408, a cancelled
     answer, a close) in the next batch: a few at a time, so that a thousand
@@ -71,9 +71,9 @@ async def end_gradually(endings: list[Callable[[], None]]) -> None:
     """
     while endings:
         await take_turn()
-        for end in endings[-CANCELS_PER_BATCH:]:
+        for end in endings[-CANCELS_PER_TURN:]:
             end()
-        del endings[-CANCELS_PER_BATCH:]
+        del endings[-CANCELS_PER_TURN:]
 
 
 def start_clock(
@@ -82,7 +82,7 @@ def start_clock(
     """Start a server's clock tasks in `clock`: the sweeper (`sweep`), and the
     slow lane of `limits`' connections where `lane` (their reads can be
     interrupted) and there is epoll; the clock outlives every connection."""
-    clock.start_soon(keep_turns)
+    clock.start_soon(in_python, keep_turns, name=keep_turns)
     clock.start_soon(in_python, sweep, name=sweep)
     limits.lane = slow_lane() if lane else None
     if limits.lane is not None:
@@ -126,8 +126,7 @@ class TimeLimits:
         """Note the phases and answers begun since the last tick and watch
         long answers' clients; what ends the connections whose limit (or
         whose answer's limit) has passed, and the answers whose client has
-        gone (for `end_gradually`). `LOOKS_PER_BATCH` connections per
-        scheduler batch."""
+        gone (for `end_gradually`). `LOOKS_PER_TURN` connections per turn."""
         endings: list[Callable[[], None]] = []
         watchers = self.watchers
         shortened = self.head_limit_s
@@ -138,13 +137,13 @@ class TimeLimits:
         quota = self.quota
         groups: dict[str, float] = dict.fromkeys(quota.crowded, inf)
         connections = self.connections
-        many = len(connections) > LOOKS_PER_BATCH
+        many = len(connections) > LOOKS_PER_TURN
         looked = 0
         # (a copy when it yields: connections come and go meanwhile)
         for conn in list(connections) if many else connections:
             if many:
                 looked += 1
-                if looked == LOOKS_PER_BATCH:
+                if looked == LOOKS_PER_TURN:
                     looked = 0
                     await take_turn()
                 if conn not in connections:

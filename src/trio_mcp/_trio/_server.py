@@ -11,9 +11,10 @@ limit of its current phase as a plain number; one sweeper task per server
 (`enforce_timeouts`, with `_limits.TimeLimits`) ends those whose limit has
 passed, up to two ticks (`HTTPServer.timeout_tick_s`) late. A deferred
 answer's handler is timed the same way, against the `time_limit_s` it gives
-its writer. Hostile work comes a few steps per scheduler batch: the accept
-loop admits `ACCEPTS_PER_BATCH` connections at a time, and a head that did
-not come whole in one read waits in the slow lane (`_slow_lane.py`).
+its writer. Hostile work comes a few steps at a time, each waiting for its
+turn (`_turns.py`: when nothing else is runnable): the accept loop admits
+`ACCEPTS_PER_TURN` connections per turn, and a head that did not come
+whole in one read waits in the slow lane (`_slow_lane.py`).
 
 A graceful shutdown (`HTTPServer.shutdown`): a `Handler`'s ``drain()`` is
 called first (an `MCPEndpoint` stops reporting ready). For
@@ -106,7 +107,7 @@ _INTERNAL_ERROR: Final = Response(
 #: scheduler batch run: each new connection's first step (about 70 µs) runs
 #: in the next batch, ahead of the requests woken with it, so a flood of
 #: connections must come a few per batch.
-ACCEPTS_PER_BATCH: Final = 8
+ACCEPTS_PER_TURN: Final = 8
 #: How long a `DrainStages` handler's ``deadline_passed`` may take before the
 #: answers still running are cancelled anyway.
 _DEADLINE_HOOK_S: Final = 1.0
@@ -304,12 +305,14 @@ class HTTPServer:
         ip = listener.family in (socket.AF_INET, socket.AF_INET6)
         admit = self._admit if self.spread is None or not ip else self.spread.admit_or_pass
         while True:
+            if accepted >= ACCEPTS_PER_TURN:
+                accepted = 0
+                await take_turn()
             try:
                 sock, address = listener.accept()
             except BlockingIOError:
-                accepted = 0
                 await trio.lowlevel.wait_readable(listener)
-                await take_turn()
+                accepted = ACCEPTS_PER_TURN  # (the first accepts wait for a turn too)
                 continue
             except OSError as exc:
                 if exc.errno not in RESOURCE_ERRNOS:
@@ -320,9 +323,6 @@ class HTTPServer:
                 continue
             admit(sock, address, ip, connections)
             accepted += 1
-            if accepted >= ACCEPTS_PER_BATCH:
-                accepted = 0
-                await take_turn()
 
     def _admit(
         self, sock: socket.socket, address: Any, ip: bool, connections: trio.Nursery

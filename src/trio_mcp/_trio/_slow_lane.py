@@ -1,5 +1,5 @@
 """The slow lane: where the reads of slow request heads wait, woken a few
-per scheduler batch.
+per turn (`_turns.py`).
 
 A request head that did not come whole in one read is slow
 (`Connection.limit_head`): a client's head comes in one packet, a slowloris
@@ -10,7 +10,7 @@ request of that batch. So a slow head's `SocketIO` waits here instead of in
 trio's epoll (`SocketIO.receive_some`), until the sweeper sees its head in
 and moves it back (`TimeLimits.look`). `SlowLane` keeps an epoll of its
 own, registered in trio's as one readable file, and its task wakes at most
-`WAKES_PER_BATCH` of the waiting reads per batch, in the order the kernel
+`WAKES_PER_TURN` of the waiting reads per turn (`_turns.py`), in the order the kernel
 reports them. The others stay ready in the lane's epoll for the next
 batches, so a burst of lines becomes many small batches and a request
 waits behind a few lines, not hundreds.
@@ -49,9 +49,9 @@ from .._errors import RemoteProtocolError
 from .._speedups import find_head_end
 from ._turns import take_turn
 
-#: How many waiting reads the lane wakes per scheduler batch: a slow head's
+#: How many waiting reads the lane wakes per turn: a slow head's
 #: line costs about 20 µs of the batch it runs in.
-WAKES_PER_BATCH: Final = 16
+WAKES_PER_TURN: Final = 16
 
 _ARMED: Final = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
 
@@ -104,15 +104,15 @@ class SlowLane:
     """An epoll of its own for slow heads' reads (module docstring); its task
     (`run`) must run while reads wait here."""
 
-    __slots__ = ("_epoll", "_waiting", "_gathering", "wakes_per_batch")
+    __slots__ = ("_epoll", "_waiting", "_gathering", "wakes_per_turn")
 
-    def __init__(self, wakes_per_batch: int = WAKES_PER_BATCH) -> None:
+    def __init__(self, wakes_per_turn: int = WAKES_PER_TURN) -> None:
         self._epoll = select.epoll()
         #: The task waiting to read each registered file descriptor.
         self._waiting: dict[int, Task] = {}
         #: The reads whose heads the lane reads itself, by file descriptor.
         self._gathering: dict[int, Gathering] = {}
-        self.wakes_per_batch = wakes_per_batch
+        self.wakes_per_turn = wakes_per_turn
 
     @property
     def waiting(self) -> int:
@@ -212,12 +212,12 @@ class SlowLane:
             reschedule(task, Error(trio.ClosedResourceError("the connection was closed")))
 
     async def run(self) -> None:
-        """Wake the reads whose sockets are ready, `wakes_per_batch` per
-        scheduler batch, until cancelled; then close the lane's epoll."""
+        """Wake the reads whose sockets are ready, `wakes_per_turn` per
+        turn, until cancelled; then close the lane's epoll."""
         epoll = self._epoll
         waiting = self._waiting
         gathering = self._gathering
-        most = self.wakes_per_batch
+        most = self.wakes_per_turn
         try:
             while True:
                 await trio.lowlevel.wait_readable(epoll.fileno())
