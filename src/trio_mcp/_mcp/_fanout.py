@@ -5,10 +5,10 @@ updates, log messages not tied to a request) and delivers each to every
 interested stream: the GET streams of the 2025 sessions (numbered and kept
 for resumption, for the sessions that have had one: `Bus.resumable`) and the
 2026-07-28 subscriptions/listen streams. It goes through the sessions a
-slice per scheduler step, so a broadcast to thousands delays no request by
-more than a slice's work. It also numbers and keeps the events of the
-sessions' POST streams (`publish`, `priming_event`, `open_stream`: the
-`EventPublisher` the streams are given).
+slice per turn (`_trio/_turns.py`), so a broadcast to thousands delays no
+request by more than a slice's work. It also numbers and keeps the events
+of the sessions' POST streams (`publish`, `priming_event`, `open_stream`:
+the `EventPublisher` the streams are given).
 In a ``--workers`` group without a shared store, each notification the
 application broadcasts here also goes once to every other worker (`peers`,
 before this worker's own fan-out), which delivers it to its own streams

@@ -103,10 +103,10 @@ _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
-#: How many connections the accept loop admits before it lets the rest of the
-#: scheduler batch run: each new connection's first step (about 70 µs) runs
-#: in the next batch, ahead of the requests woken with it, so a flood of
-#: connections must come a few per batch.
+#: How many connections the accept loop admits per turn (`_turns.py`): each
+#: new connection's first step (about 70 µs) runs in the next batch, ahead of
+#: the requests woken with it, so a flood of connections must come a few at a
+#: time.
 ACCEPTS_PER_TURN: Final = 8
 #: How long a `DrainStages` handler's ``deadline_passed`` may take before the
 #: answers still running are cancelled anyway.

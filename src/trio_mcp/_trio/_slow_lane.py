@@ -222,6 +222,8 @@ class SlowLane:
             while True:
                 await trio.lowlevel.wait_readable(epoll.fileno())
                 while True:
+                    # (the reads woken last time run in the batch after it;
+                    # more wait for a turn of their own)
                     await take_turn()
                     events = epoll.poll(0, most)
                     for fd, _ in events:
@@ -234,7 +236,6 @@ class SlowLane:
                                 self._read_for(fd, record)
                     if len(events) < most:
                         break
-                    # (the woken reads run in the next batch; we take a turn for more)
         finally:
             trio.lowlevel.notify_closing(epoll.fileno())
             epoll.close()
