@@ -5,6 +5,7 @@ Run from a checkout with the dev interpreter (valgrind must be installed)::
     PYTHONPATH=src python benchmarks/instructions.py [--scenario call|initialize|sse]
         [--protocol 2025-11-25|2026-07-28] [--requests 20000] [--connections 8]
         [--warmup 2000] [--json PATH] [--keep-dump PATH] [--server-args "--metrics /metrics ..."]
+        [--redis]
 
 Starts ``benchmarks/_suite_server.py`` (compiled extensions required) under
 ``valgrind --tool=callgrind`` on a free 127.0.0.1 port, sends ``--warmup``
@@ -14,7 +15,11 @@ and stops the server. The result is the instructions the server process ran
 in user space between zero and dump, divided by the operations: HTTP parsing,
 the MCP layer, trio's run loop, the wrappers around every system call; not
 the kernel's side of those calls. For ``--scenario initialize`` an operation
-is a whole initialize + initialized + DELETE cycle.
+is a whole initialize + initialized + DELETE cycle. With ``--redis`` the
+server keeps its sessions and events in a redis-server of its own (started
+here, not under valgrind, on a loopback port): the count is then the
+server's side of the Redis stores (coredis, the scripts' arguments and
+answers), not redis-server's (``redis_instructions.py`` counts those).
 
 Unlike a load test, the count barely moves from run to run (two runs of the
 default settings differed by 0.15%), so it shows a change of one percent
@@ -126,6 +131,18 @@ def bench(
 
 
 def measure(args: argparse.Namespace) -> dict[str, object]:
+    if not args.redis:
+        return measure_with(args, [])
+    from redis_suite import Redis  # (only here: it imports the whole suite)
+
+    redis = Redis(pin=False)
+    try:
+        return measure_with(args, ["--redis-url", redis.url])
+    finally:
+        redis.stop()
+
+
+def measure_with(args: argparse.Namespace, more_server_args: list[str]) -> dict[str, object]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     with tempfile.TemporaryDirectory(prefix="trio-mcp-callgrind-") as tmp:
@@ -141,6 +158,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
                 "--port",
                 str(port),
                 *args.server_args,
+                *more_server_args,
             ],
             env={**env, "TRIO_MCP_REQUIRE_EXTENSIONS": "1"},
             stdout=subprocess.DEVNULL,
@@ -173,6 +191,7 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
         "scenario": args.scenario,
         "protocol": args.protocol,
         "connections": args.connections,
+        "redis": args.redis,
         "operations": args.requests,
         "instructions": instructions,
         "instructions_per_operation": round(instructions / args.requests),
@@ -194,12 +213,18 @@ def main() -> None:
         default="",
         help="more arguments for _suite_server.py, e.g. '--metrics /metrics --access-log FILE'",
     )
+    parser.add_argument(
+        "--redis",
+        action="store_true",
+        help="the server's stores in a redis-server started for the run (not under valgrind)",
+    )
     args = parser.parse_args()
     args.server_args = args.server_args.split()
     result = measure(args)
     print(
         f"{result['instructions_per_operation']:,} instructions per operation "
-        f"({args.scenario}, {args.protocol}, {args.requests:,} operations over "
+        f"({args.scenario}, {args.protocol}{', Redis' if args.redis else ''}, "
+        f"{args.requests:,} operations over "
         f"{args.connections} connections)"
     )
     if args.json:
