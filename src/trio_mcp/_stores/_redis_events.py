@@ -6,8 +6,9 @@ whose entry ids are the session's event sequence numbers (``<seq>-0``), so
 a replay is one XRANGE after the client's last event. Beside them a hash
 (``<prefix>:{<id>}:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
-counts entries, not bytes), per stream, the newest sequence written and
-the newest dropped, and per POST stream the ids of the requests it answers and its end mark
+counts entries, not bytes), per stream, the newest sequence written, the
+newest dropped and its bytes and events as last written, and per POST
+stream its producer, the ids of the requests it answers and its end mark
 (``_redis_posts.py`` reads them); for the POST streams the session's byte
 bound dropped whole (the oldest first), one watermark, the newest such
 stream, so that the hash holds fields for the streams Redis still has only.
@@ -102,19 +103,24 @@ end
 local function stream_of(s, n, seq)
   local st = s.streams[n]
   if st then return st end
-  st = {key = s.base .. 'x:' .. n, n = n, count = 0, bytes = 0}
-  local bytes = call('HGET', s.meta, 'b:' .. n)
-  if bytes then
-    st.bytes = tonumber(bytes)
-    st.count = call('XLEN', st.key)
+  -- (every field it will have, so that the table is made at its size once)
+  st = {key = s.base .. 'x:' .. n, n = n, count = 0, bytes = 0, dirty = false, last = false,
+        lost = false, first_id = false, first_size = 0, first_time = 0}
+  -- (a POST stream with events in Redis is in ``xs``: one that is not is new
+  -- there, and goes in, in the order made)
+  local held
+  if n == '0' then
+    held = call('HGET', s.meta, 'b:0')
+  elseif call('ZADD', s.base .. 'xs', 'NX', text(s.made + 1), n) == 1 then
+    s.made = s.made + 1
+    -- (a stream the byte bound dropped whole, written again: what it had is lost)
+    if tonumber(n) <= s.lw then st.lost = seq - 1 end
   else
-    st.new = true  -- (its x: field comes with the flush)
-    if n ~= '0' then
-      s.made = s.made + 1
-      call('ZADD', s.base .. 'xs', text(s.made), n)
-      -- (a stream the byte bound dropped whole, written again: what it had is lost)
-      if tonumber(n) <= s.lw then st.lost = seq - 1 end
-    end
+    held = call('HGET', s.meta, 'b:' .. n)
+  end
+  if held then
+    st.bytes = tonumber(match(held, '^%d+'))
+    st.count = call('XLEN', st.key)
   end
   s.streams[n] = st
   return st
@@ -129,7 +135,10 @@ local function drop_stream(s, other)
   if st then
     count, held = st.count, st.bytes
   else
-    count, held = call('XLEN', key), tonumber(got[1] or '0')
+    -- (as counted when last written: the key may have lapsed since)
+    local bytes, written = match(got[1] or '0', '^(%d+) ?(%d*)$')
+    held = tonumber(bytes)
+    count = tonumber(written) or call('XLEN', key)
   end
   if other == '0' then
     local last = call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
@@ -210,7 +219,7 @@ local function add(s, n, seq, data, size)
     st.bytes = st.bytes - st.first_size
     s.cost = s.cost - (st.first_size + OVERHEAD)
     st.lost = tonumber(match(first_id, '^(%d+)'))
-    st.first_id = nil
+    st.first_id = false
   end
   if s.cost > max_cost then shed(s, n) end
 end
@@ -230,7 +239,7 @@ local function flush(producer)
     for n, st in pairs(s.streams) do
       if st.dirty then
         put('x:' .. n, tostring(st.last))
-        put('b:' .. n, text(st.bytes))
+        put('b:' .. n, format('%d %d', st.bytes, st.count))
         if st.lost then put('l:' .. n, text(st.lost)) end
         call('PEXPIRE', st.key, ttl)
       end
@@ -305,10 +314,12 @@ for id_length in string.gmatch(ARGV[11], '%d+') do
   listed = listed + 1
   bases[text(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
 end
-local opens, opened, answer, live = {}, {}, {}, false
+-- (the streams to open: their sessions' bases and their request ids, side by side)
+local open_bases, open_ids, opened, answer, live = {}, {}, {}, {}, false
 for i, ids_length in string.gmatch(ARGV[12], '(%d+) (%d+)') do
   local base = bases[i]
-  opens[#opens + 1] = {base, take(tonumber(ids_length))}
+  open_bases[#open_bases + 1] = base
+  open_ids[#open_ids + 1] = take(tonumber(ids_length))
   opened[base] = (opened[base] or 0) + 1
 end
 for base, count in pairs(opened) do
@@ -316,8 +327,8 @@ for base, count in pairs(opened) do
   s.opened = call('HINCRBY', s.meta, 'opened', text(count)) - count
   s.seq = call('HINCRBY', s.meta, 'seq', text(count * block)) - count * block
 end
-for _, open in ipairs(opens) do
-  local base, ids = open[1], open[2]
+for k, base in ipairs(open_bases) do
+  local ids = open_ids[k]
   local s = sessions[base]
   s.opened = s.opened + 1
   if ids ~= '' then
