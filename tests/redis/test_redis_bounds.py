@@ -21,7 +21,7 @@ from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
 from trio_mcp._stores._events import MemoryEventStore, RequestIds
 from trio_mcp._stores._redis import RedisLink
 from trio_mcp._stores._redis_events import LEASE_MS, RedisEventStore
-from trio_mcp._stores._redis_posts import ABANDON, FOLLOW
+from trio_mcp._stores._redis_posts import ABANDON, FOLLOW, RENEW_S, PostLeases
 from trio_mcp._stores._stores import event_limits
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
@@ -198,6 +198,25 @@ async def test_an_opening_returns_once_its_producer_and_the_producer_s_lease_are
         await link.client.hset(meta, {f"p:{number}": b"trio-mcp:process:gone"})
         held, *_ = await follow(keys=[meta, link.session_key("s", f"x:{number}")], args=[number, 0])
         assert held == 0
+
+
+async def test_the_producer_s_lease_is_renewed_while_it_produces_a_stream_and_only_then(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    events = RedisEventStore(link, MCPConfig(), 0.0)
+    leases = PostLeases(link, events)
+    async with link.opened():
+        number = await events.open_stream("s", answering(1))
+        leases.producing("s", number)
+        await link.client.delete([link.process_channel])  # (as if it had lapsed)
+        await trio.sleep(RENEW_S * 1.5)
+        assert 0 < await link.client.pttl(link.process_channel) <= LEASE_MS
+        leases.produced("s", number)
+        await link.client.delete([link.process_channel])
+        await trio.sleep(RENEW_S * 1.5)
+        assert await link.client.exists([link.process_channel]) == 0
 
 
 async def test_a_stream_over_the_session_bound_alone_or_oldest_keeps_its_place(
