@@ -219,6 +219,24 @@ async def test_the_producer_s_lease_is_renewed_while_it_produces_a_stream_and_on
         assert await link.client.exists([link.process_channel]) == 0
 
 
+async def test_the_get_stream_s_bytes_field_stays_as_older_versions_read_it(
+    start_redis: StartRedis,
+) -> None:
+    # (every process appends to a session's GET stream: during an upgrade, an
+    # older one reads b:0 as a number; a POST stream's has its event count too)
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    events = RedisEventStore(link, MCPConfig(), 0.0)
+    async with link.opened():
+        await events.append("s", 0, b"listed", 0.0)
+        number = await events.open_stream("s", answering(1))
+        await events.append("s", number, b"progress", 0.0)
+        await events.write()
+        fields = await link.client.hgetall(link.session_key("s", "e"))
+        assert fields[b"b:0"] == b"6"
+        assert fields[b"b:%d" % number] == b"8 1"
+
+
 async def test_a_stream_over_the_session_bound_alone_or_oldest_keeps_its_place(
     start_redis: StartRedis,
 ) -> None:
