@@ -20,8 +20,8 @@ from trio_mcp._errors import EventsLost
 from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
 from trio_mcp._stores._events import MemoryEventStore, RequestIds
 from trio_mcp._stores._redis import RedisLink
-from trio_mcp._stores._redis_events import RedisEventStore
-from trio_mcp._stores._redis_posts import ABANDON, FOLLOW
+from trio_mcp._stores._redis_events import LEASE_MS, RedisEventStore
+from trio_mcp._stores._redis_posts import ABANDON, FOLLOW, RENEW_S, PostLeases
 from trio_mcp._stores._stores import event_limits
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
@@ -114,17 +114,19 @@ async def test_the_bounds_drop_what_the_memory_store_drops(
 
 
 async def kept_beside_the_events(link: RedisLink, produced: set[int], ended: set[int]) -> None:
-    """A POST stream's request ids and end mark are there while its events
-    are, the ids also while it is produced, and nothing else of it is; every
-    key has a TTL (a key without one would outlive its session)."""
+    """A POST stream's request ids, producer and end mark are there while its
+    events are, the ids and producer also while it is produced, and nothing
+    else of it is; every key has a TTL (a key without one would outlive its
+    session)."""
     fields = await link.client.hgetall(link.session_key("s", "e"))
     kept = {int(field[2:]) for field in fields if field.startswith(b"x:")} - {0}
     for stream in kept:
         assert b"r:%d" % stream in fields
+        assert fields[b"p:%d" % stream] == link.process_channel
         assert (b"a:%d" % stream in fields) == (stream in ended)
     for field in fields:
         kind, _, number = field.partition(b":")
-        if kind == b"r":
+        if kind in (b"r", b"p"):
             assert int(number) in kept | produced, field
         if kind == b"a":
             assert int(number) in kept, field
@@ -165,16 +167,74 @@ async def test_a_dead_producer_s_stream_is_marked_once_and_never_in_a_hash_that_
         number = await events.open_stream("s", answering(1))
         await events.append("s", number, b"", 0.0)
         await events.write()
-        meta, lease = link.session_key("s", "e"), link.session_key("s", f"p:{number}")
+        meta, lease = link.session_key("s", "e"), link.process_channel
         abandon = link.script("abandon", ABANDON)
-        assert await abandon(keys=[meta, lease], args=[number]) == 0  # (its lease is held)
+        assert await abandon(keys=[meta], args=[number]) == 0  # (its producer's lease is held)
         await link.client.delete([lease])  # (it lapsed: the producer died)
-        assert await abandon(keys=[meta, lease], args=[number]) == 1
-        assert await abandon(keys=[meta, lease], args=[number]) == 0  # (once)
+        assert await abandon(keys=[meta], args=[number]) == 1
+        assert await abandon(keys=[meta], args=[number]) == 0  # (once)
         await kept_beside_the_events(link, produced=set(), ended={number})
         await events.drop_session("s")
-        assert await abandon(keys=[meta, lease], args=[number]) == 0
+        assert await abandon(keys=[meta], args=[number]) == 0
         assert not await link.client.keys("*")
+
+
+async def test_an_opening_returns_once_its_producer_and_the_producer_s_lease_are_in_redis(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    events = RedisEventStore(link, MCPConfig(), 0.0)
+    async with link.opened():
+        follow = link.script("follow", FOLLOW)
+        meta = link.session_key("s", "e")
+        assert await link.client.exists([link.process_channel]) == 0
+        number = await events.open_stream("s", answering(1))
+        assert 0 < await link.client.pttl(link.process_channel) <= LEASE_MS
+        assert await link.client.hget(meta, f"p:{number}") == link.process_channel
+        held, *_ = await follow(keys=[meta, link.session_key("s", f"x:{number}")], args=[number, 0])
+        assert held == 1
+        # (another process's stream, whose producer's lease lapsed: not held)
+        await link.client.hset(meta, {f"p:{number}": b"trio-mcp:process:gone"})
+        held, *_ = await follow(keys=[meta, link.session_key("s", f"x:{number}")], args=[number, 0])
+        assert held == 0
+
+
+async def test_the_producer_s_lease_is_renewed_while_it_produces_a_stream_and_only_then(
+    start_redis: StartRedis,
+) -> None:
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    events = RedisEventStore(link, MCPConfig(), 0.0)
+    leases = PostLeases(link, events)
+    async with link.opened():
+        number = await events.open_stream("s", answering(1))
+        leases.producing("s", number)
+        await link.client.delete([link.process_channel])  # (as if it had lapsed)
+        await trio.sleep(RENEW_S * 1.5)
+        assert 0 < await link.client.pttl(link.process_channel) <= LEASE_MS
+        leases.produced("s", number)
+        await link.client.delete([link.process_channel])
+        await trio.sleep(RENEW_S * 1.5)
+        assert await link.client.exists([link.process_channel]) == 0
+
+
+async def test_the_get_stream_s_bytes_field_stays_as_older_versions_read_it(
+    start_redis: StartRedis,
+) -> None:
+    # (every process appends to a session's GET stream: during an upgrade, an
+    # older one reads b:0 as a number; a POST stream's has its event count too)
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    events = RedisEventStore(link, MCPConfig(), 0.0)
+    async with link.opened():
+        await events.append("s", 0, b"listed", 0.0)
+        number = await events.open_stream("s", answering(1))
+        await events.append("s", number, b"progress", 0.0)
+        await events.write()
+        fields = await link.client.hgetall(link.session_key("s", "e"))
+        assert fields[b"b:0"] == b"6"
+        assert fields[b"b:%d" % number] == b"8 1"
 
 
 async def test_a_stream_over_the_session_bound_alone_or_oldest_keeps_its_place(
@@ -244,7 +304,7 @@ async def test_a_stream_whose_key_lapsed_before_its_session_s_tells_a_resume_of_
         assert await outcome(events, get_last) == []
         # (a process following the quiet stream for a resume elsewhere is told too)
         *_, lost, entries = await follow(
-            keys=[meta, link.session_key("s", f"x:{quiet}"), link.session_key("s", "p:1")],
+            keys=[meta, link.session_key("s", f"x:{quiet}")],
             args=[quiet, before.rsplit("-", 1)[1]],
         )
         assert entries == [] and int(lost) >= int(last.rsplit("-", 1)[1])

@@ -6,8 +6,10 @@ whose entry ids are the session's event sequence numbers (``<seq>-0``), so
 a replay is one XRANGE after the client's last event. Beside them a hash
 (``<prefix>:{<id>}:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
-counts entries, not bytes), per stream, the newest sequence written and
-the newest dropped, and per POST stream the ids of the requests it answers and its end mark
+counts entries, not bytes), per stream, the newest sequence written, the
+newest dropped and its bytes (a POST stream's with its events) as last
+written, and per POST
+stream its producer, the ids of the requests it answers and its end mark
 (``_redis_posts.py`` reads them); for the POST streams the session's byte
 bound dropped whole (the oldest first), one watermark, the newest such
 stream, so that the hash holds fields for the streams Redis still has only.
@@ -52,8 +54,8 @@ from ._events import RequestIds
 from ._redis import RedisLink, answering_503, logger
 from ._stores import event_limits
 
-#: How long the lease on a POST stream being produced lasts without renewal
-#: (``_redis_posts.py`` renews it).
+#: How long the lease of a process producing POST streams lasts without
+#: renewal (``_redis_posts.py`` renews it).
 LEASE_MS: Final = 3000
 
 #: The events' bookkeeping, shared by `APPEND` and `WRITE`: ARGV[1..6] are
@@ -68,11 +70,12 @@ LEASE_MS: Final = 3000
 #: set (``xs``), in the order they were made (``made`` counts them), so that
 #: the byte bound finds the oldest without reading the hash.
 EVENTS_LIB = """
-local t = redis.call('TIME')
+local call, format, match, len = redis.call, string.format, string.match, string.len
+local t = call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- (numbers go to redis.call as text made here: given a number, Redis formats
 -- it with %.17g, which costs more than the command it goes to)
-local function text(number) return string.format('%d', number) end
+local function text(number) return format('%d', number) end
 local now_text = text(now)
 local max_events, max_bytes = tonumber(ARGV[1]), tonumber(ARGV[2])
 local oldest_allowed = now - tonumber(ARGV[3])
@@ -83,11 +86,11 @@ local function session(base)
   local s = sessions[base]
   if s then return s end
   local meta = base .. 'e'
-  local got = redis.call('HMGET', meta, 'tag', 'cost', 'lw', 'made')
+  local got = call('HMGET', meta, 'tag', 'cost', 'lw', 'made')
   local tag = got[1]
   if not tag then
     tag = new_tag
-    redis.call('HSET', meta, 'tag', tag)
+    call('HSET', meta, 'tag', tag)
   end
   -- (ids: stream -> its request ids; ends: the streams to mark ended)
   s = {base = base, meta = meta, tag = tag, cost = tonumber(got[2] or '0'),
@@ -101,19 +104,24 @@ end
 local function stream_of(s, n, seq)
   local st = s.streams[n]
   if st then return st end
-  st = {key = s.base .. 'x:' .. n, n = n, count = 0, bytes = 0}
-  local bytes = redis.call('HGET', s.meta, 'b:' .. n)
-  if bytes then
-    st.bytes = tonumber(bytes)
-    st.count = redis.call('XLEN', st.key)
+  -- (every field it will have, so that the table is made at its size once)
+  st = {key = s.base .. 'x:' .. n, n = n, count = 0, bytes = 0, dirty = false, last = false,
+        lost = false, first_id = false, first_size = 0, first_time = 0}
+  -- (a POST stream with events in Redis is in ``xs``: one that is not is new
+  -- there, and goes in, in the order made)
+  local held
+  if n == '0' then
+    held = call('HGET', s.meta, 'b:0')
+  elseif call('ZADD', s.base .. 'xs', 'NX', text(s.made + 1), n) == 1 then
+    s.made = s.made + 1
+    -- (a stream the byte bound dropped whole, written again: what it had is lost)
+    if tonumber(n) <= s.lw then st.lost = seq - 1 end
   else
-    st.new = true  -- (its x: field comes with the flush)
-    if n ~= '0' then
-      s.made = s.made + 1
-      redis.call('ZADD', s.base .. 'xs', text(s.made), n)
-      -- (a stream the byte bound dropped whole, written again: what it had is lost)
-      if tonumber(n) <= s.lw then st.lost = seq - 1 end
-    end
+    held = call('HGET', s.meta, 'b:' .. n)
+  end
+  if held then
+    st.bytes = tonumber(match(held, '^%d+'))
+    st.count = call('XLEN', st.key)
   end
   s.streams[n] = st
   return st
@@ -123,19 +131,22 @@ end
 local function drop_stream(s, other)
   local st = s.streams[other]
   local key = s.base .. 'x:' .. other
-  local got = redis.call('HMGET', s.meta, 'b:' .. other, 'a:' .. other)
+  local got = call('HMGET', s.meta, 'b:' .. other, 'a:' .. other)
   local count, held
   if st then
     count, held = st.count, st.bytes
   else
-    count, held = redis.call('XLEN', key), tonumber(got[1] or '0')
+    -- (as counted when last written: the key may have lapsed since)
+    local bytes, written = match(got[1] or '0', '^(%d+) ?(%d*)$')
+    held = tonumber(bytes)
+    count = tonumber(written) or call('XLEN', key)
   end
   if other == '0' then
-    local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+    local last = call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
     if last then
-      redis.call('HSET', s.meta, 'l:0', string.match(last[1], '^(%d+)'))
+      call('HSET', s.meta, 'l:0', match(last[1], '^(%d+)'))
     elseif st and st.lost then
-      redis.call('HSET', s.meta, 'l:0', text(st.lost))
+      call('HSET', s.meta, 'l:0', text(st.lost))
     end
   else
     -- (one watermark for the POST streams dropped whole, oldest first: a
@@ -144,17 +155,18 @@ local function drop_stream(s, other)
     if number > s.lw then s.lw = number end
   end
   s.cost = s.cost - (held + count * OVERHEAD)
-  redis.call('DEL', key)
+  call('DEL', key)
   if other == '0' then
-    redis.call('HDEL', s.meta, 'x:0', 'b:0')
+    call('HDEL', s.meta, 'x:0', 'b:0')
   elseif got[2] then
-    -- (ended: its request ids and mark go with it)
-    redis.call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other,
-               'a:' .. other, 'r:' .. other)
+    -- (ended: its request ids, producer and mark go with it)
+    call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other,
+         'a:' .. other, 'r:' .. other, 'p:' .. other)
   else
     -- (still produced: it may be written again, and a resume of what comes
-    -- then needs its request ids; its end takes them if it has no events)
-    redis.call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other)
+    -- then needs its request ids and producer; its end takes them if it has
+    -- no events)
+    call('HDEL', s.meta, 'x:' .. other, 'b:' .. other, 'l:' .. other)
   end
   s.streams[other] = nil
 end
@@ -163,14 +175,14 @@ end
 local function shed(s, keep)
   local made = s.base .. 'xs'
   while s.cost > max_cost do
-    local oldest = redis.call('ZPOPMIN', made)
+    local oldest = call('ZPOPMIN', made)
     local other = oldest[1]
     if other == keep then
-      other = redis.call('ZPOPMIN', made)[1]
-      redis.call('ZADD', made, oldest[2], keep)  -- (back in its place)
+      other = call('ZPOPMIN', made)[1]
+      call('ZADD', made, oldest[2], keep)  -- (back in its place)
     end
     if not other then
-      if keep == '0' or not (s.streams['0'] or redis.call('HEXISTS', s.meta, 'x:0') == 1) then
+      if keep == '0' or not (s.streams['0'] or call('HEXISTS', s.meta, 'x:0') == 1) then
         return
       end
       other = '0'
@@ -179,63 +191,70 @@ local function shed(s, keep)
   end
 end
 
--- (`seq` as text where it can: a number would be formatted for the entry's id)
-local function add(s, n, seq, data)
+-- (`seq` as text where it can: a number would be formatted for the entry's id;
+-- `size` is the data's length, which the caller knows)
+local function add(s, n, seq, data, size)
   local st = stream_of(s, n, seq)
-  local size = string.len(data)
   local id = seq .. '-0'
-  redis.call('XADD', st.key, id, 'd', data, 't', now_text)
-  if st.count == 0 then st.first = {id, size, now} end
-  st.count = st.count + 1
+  call('XADD', st.key, id, 'd', data, 't', now_text)
+  local count = st.count + 1
+  if count == 1 then st.first_id, st.first_size, st.first_time = id, size, now end
+  st.count = count
   st.bytes = st.bytes + size
   st.dirty = true
   st.last = seq
   s.cost = s.cost + size + OVERHEAD
   while st.count > 0 do
-    local first = st.first
-    if not first then
-      local entry = redis.call('XRANGE', st.key, '-', '+', 'COUNT', 1)[1]
+    local first_id = st.first_id
+    if not first_id then
+      local entry = call('XRANGE', st.key, '-', '+', 'COUNT', 1)[1]
       if not entry then break end
-      first = {entry[1], string.len(entry[2][2]), tonumber(entry[2][4])}
-      st.first = first
+      first_id = entry[1]
+      st.first_id, st.first_size, st.first_time = first_id, len(entry[2][2]), tonumber(entry[2][4])
     end
-    if not (st.count > max_events or st.bytes > max_bytes or first[3] < oldest_allowed) then
+    if not (st.count > max_events or st.bytes > max_bytes or st.first_time < oldest_allowed) then
       break
     end
-    redis.call('XDEL', st.key, first[1])
+    call('XDEL', st.key, first_id)
     st.count = st.count - 1
-    st.bytes = st.bytes - first[2]
-    s.cost = s.cost - (first[2] + OVERHEAD)
-    st.lost = tonumber(string.match(first[1], '^(%d+)'))
-    st.first = nil
+    st.bytes = st.bytes - st.first_size
+    s.cost = s.cost - (st.first_size + OVERHEAD)
+    st.lost = tonumber(match(first_id, '^(%d+)'))
+    st.first_id = false
   end
   if s.cost > max_cost then shed(s, n) end
 end
 
-local function flush()
+-- (`producer`: the channel of the process producing the streams opened)
+local function flush(producer)
   for _, s in ipairs(touched) do
     local fields = {'cost', text(s.cost), 'made', text(s.made), 'lw', text(s.lw)}
     local function put(field, value)
       fields[#fields + 1] = field
       fields[#fields + 1] = value
       if #fields >= 500 then  -- (unpack's stack is bounded)
-        redis.call('HSET', s.meta, unpack(fields))
+        call('HSET', s.meta, unpack(fields))
         fields = {'cost', text(s.cost)}
       end
     end
     for n, st in pairs(s.streams) do
       if st.dirty then
         put('x:' .. n, tostring(st.last))
-        put('b:' .. n, text(st.bytes))
+        -- (the GET stream's, which every process appends to, as older
+        -- versions of this script read it: its bytes alone)
+        put('b:' .. n, n == '0' and text(st.bytes) or format('%d %d', st.bytes, st.count))
         if st.lost then put('l:' .. n, text(st.lost)) end
-        redis.call('PEXPIRE', st.key, ttl)
+        call('PEXPIRE', st.key, ttl)
       end
     end
-    for n, ids in pairs(s.ids) do put('r:' .. n, ids) end
+    for n, ids in pairs(s.ids) do
+      put('r:' .. n, ids)
+      put('p:' .. n, producer)
+    end
     for _, n in ipairs(s.ends) do put('a:' .. n, '1') end
-    redis.call('HSET', s.meta, unpack(fields))
-    redis.call('PEXPIRE', s.meta, ttl)
-    redis.call('PEXPIRE', s.base .. 'xs', ttl)
+    call('HSET', s.meta, unpack(fields))
+    call('PEXPIRE', s.meta, ttl)
+    call('PEXPIRE', s.base .. 'xs', ttl)
   end
 end
 """.replace("OVERHEAD", str(EVENT_OVERHEAD))
@@ -249,13 +268,13 @@ APPEND = (
     + """
 local n, data = ARGV[8], ARGV[7]
 local s = session(string.sub(KEYS[1], 1, -2))
-local seq = redis.call('HINCRBY', s.meta, 'seq', 1)
-add(s, n, seq, data)
+local seq = call('HINCRBY', s.meta, 'seq', 1)
+add(s, n, seq, data, string.len(data))
 flush()
 if n == '0' then
-  local holder = redis.call('GET', KEYS[3])
+  local holder = call('GET', KEYS[3])
   if holder and holder ~= ARGV[9] then
-    redis.call('PUBLISH', holder, ARGV[10] .. ' ' .. seq .. ' ' .. s.tag .. '-0-' .. seq
+    call('PUBLISH', holder, ARGV[10] .. ' ' .. seq .. ' ' .. s.tag .. '-0-' .. seq
                .. ' ' .. data)
   end
 end
@@ -274,12 +293,13 @@ return {s.tag, seq}
 #: session, n, seq, the length of the data) and the POST streams that ended
 #: here (the session, n).
 #: Opening a stream numbers it, reserves its sequence numbers and, with
-#: request ids, takes its lease and writes them. An ended stream with events
-#: gets its mark; one without (nothing of it reached Redis, so nobody can
-#: resume it) leaves no field behind. The request ids and the mark are fields
-#: of the session's hash, as long-lived as its events and dropped with the
-#: stream (``_redis_posts.py`` reads them); the lease, read no more once the
-#: mark is there, lapses by itself. Returns {n, tag, first seq} for each
+#: request ids, writes them and its producer (this process's channel) and
+#: sets this process's lease (one key for all its streams, named by the
+#: channel). An ended stream with events gets its mark; one without (nothing
+#: of it reached Redis, so nobody can resume it) leaves no field behind. The
+#: request ids, the producer and the mark are fields of the session's hash,
+#: as long-lived as its events and dropped with the stream
+#: (``_redis_posts.py`` reads them). Returns {n, tag, first seq} for each
 #: stream opened.
 WRITE = (
     EVENTS_LIB
@@ -297,25 +317,26 @@ for id_length in string.gmatch(ARGV[11], '%d+') do
   listed = listed + 1
   bases[text(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
 end
-local opens, opened, answer = {}, {}, {}
+-- (the streams to open: their sessions' bases and their request ids, side by side)
+local open_bases, open_ids, opened, answer, live = {}, {}, {}, {}, false
 for i, ids_length in string.gmatch(ARGV[12], '(%d+) (%d+)') do
   local base = bases[i]
-  opens[#opens + 1] = {base, take(tonumber(ids_length))}
+  open_bases[#open_bases + 1] = base
+  open_ids[#open_ids + 1] = take(tonumber(ids_length))
   opened[base] = (opened[base] or 0) + 1
 end
 for base, count in pairs(opened) do
   local s = session(base)
-  s.opened = redis.call('HINCRBY', s.meta, 'opened', text(count)) - count
-  s.seq = redis.call('HINCRBY', s.meta, 'seq', text(count * block)) - count * block
+  s.opened = call('HINCRBY', s.meta, 'opened', text(count)) - count
+  s.seq = call('HINCRBY', s.meta, 'seq', text(count * block)) - count * block
 end
-for _, open in ipairs(opens) do
-  local base, ids = open[1], open[2]
+for k, base in ipairs(open_bases) do
+  local ids = open_ids[k]
   local s = sessions[base]
   s.opened = s.opened + 1
   if ids ~= '' then
-    local n = text(s.opened)
-    redis.call('SET', base .. 'p:' .. n, channel, 'PX', lease)
-    s.ids[n] = ids
+    s.ids[text(s.opened)] = ids
+    live = true
   end
   answer[#answer + 1] = s.opened
   answer[#answer + 1] = s.tag
@@ -323,7 +344,8 @@ for _, open in ipairs(opens) do
   s.seq = s.seq + block
 end
 for i, n, seq, length in string.gmatch(ARGV[13], '(%d+) (%d+) (%d+) (%d+)') do
-  add(session(bases[i]), n, seq, take(tonumber(length)))
+  length = tonumber(length)
+  add(session(bases[i]), n, seq, take(length), length)
 end
 for i, n in string.gmatch(ARGV[14], '(%d+) (%d+)') do
   local s = sessions[bases[i]]
@@ -331,18 +353,21 @@ for i, n in string.gmatch(ARGV[14], '(%d+) (%d+)') do
     s.ends[#s.ends + 1] = n
   else
     local meta = bases[i] .. 'e'
-    local got = redis.call('HMGET', meta, 'tag', 'x:' .. n, 'l:' .. n)
+    local got = call('HMGET', meta, 'tag', 'x:' .. n, 'l:' .. n)
     if not got[1] then
       -- (the session's events are gone: no field, which would have no TTL)
     elseif got[2] or got[3] then
-      if s then s.ends[#s.ends + 1] = n else redis.call('HSET', meta, 'a:' .. n, '1') end
+      if s then s.ends[#s.ends + 1] = n else call('HSET', meta, 'a:' .. n, '1') end
     else
       if s then s.ids[n] = nil end
-      redis.call('HDEL', meta, 'r:' .. n)
+      call('HDEL', meta, 'r:' .. n, 'p:' .. n)
     end
   end
 end
-flush()
+-- (the producer's liveness, with the streams whose ids name it: in Redis
+-- before any of their events reaches a client)
+if live then call('SET', channel, '1', 'PX', lease) end
+flush(channel)
 return answer
 """
 )

@@ -1,17 +1,21 @@
 """`PostLeases`: a 2025 POST stream resumed on a process other than the one
 producing it gets its live events, and an error answer if that process dies.
 
-The producing process keeps a lease on each of its POST streams
-(``<prefix>:{<id>}:p:<n>`` = its channel, renewed every `RENEW_S`, lapsing
-after `LEASE_S`) and writes in the session's event hash (``e``) the ids of
-the requests the stream will answer (field ``r:<n>``) and, once the stream
-has ended, a mark (``a:<n>``): as long-lived as the session's events, and
-dropped with the stream's (``_redis_events.py``). A GET with ``Last-Event-ID`` for such
+The producing process keeps one lease for all its POST streams: a key named
+by its channel (``<prefix>:process:<its id>``), renewed every `RENEW_S`
+while it produces any, lapsing after `LEASE_S`; the opening's write sets
+it too, before anything of the stream reaches its client. In the session's
+event hash (``e``) it writes, per stream, its channel (field ``p:<n>``, the
+stream's producer), the ids of the requests the stream will answer
+(``r:<n>``) and, once the stream has ended, a mark (``a:<n>``): as
+long-lived as the session's events, and dropped with the stream's
+(``_redis_events.py``). A key per stream, set at each opening and lapsing
+on its own, cost Redis more than the stream's events did. A GET with ``Last-Event-ID`` for such
 a stream on another process, after its replay, follows the Redis stream by
 polling it every `FOLLOW_S`; it ends the GET once every request of the
 stream is answered, once the stream ended without answering (a cancelled
 request), or when events were dropped (the client's next resume is told,
-410). When the lease lapses with requests unanswered, the producer died:
+410). When the producer's lease lapses with requests unanswered, it died:
 the first process to notice (the mark is set atomically) appends one
 JSON-RPC error answer for them, which every resume, there or anywhere,
 then delivers as the stream's last event, instead of leaving the client
@@ -39,8 +43,8 @@ from ._bus import Subscriber
 from ._redis import RedisLink, logger
 from ._redis_events import LEASE_MS, RedisEventStore
 
-#: How long a POST stream's lease lasts without renewal, and how often the
-#: producing process renews it.
+#: How long a producing process's lease lasts without renewal, and how often
+#: it renews it.
 LEASE_S: Final = LEASE_MS / 1000
 RENEW_S: Final = 1.0
 #: How often a stream followed here is read again.
@@ -53,23 +57,14 @@ PRODUCER_GONE: Final = MCPError(
     "answered; send the request again",
 )
 
-#: ARGV: channel, lease ms, prefix; then the streams produced here (id, n).
-#: (The event store's ``WRITE`` takes the lease and writes the request ids
-#: when a stream opens, and marks its end.)
-RENEW = """
-local channel, ms, prefix = ARGV[1], ARGV[2], ARGV[3]
-for i = 4, #ARGV, 2 do
-  local key = prefix .. ':{' .. ARGV[i] .. '}:p:' .. ARGV[i + 1]
-  if redis.call('GET', key) == channel then redis.call('PEXPIRE', key, ms) end
-end
-return 0
-"""
-
-#: KEYS: meta, stream, lease; ARGV: n, after. {lease held, ended mark,
+#: KEYS: meta, stream; ARGV: n, after. {producer's lease held, ended mark,
 #: request ids, event tag, newest sequence dropped, the entries after `after`}.
+#: (The event store's ``WRITE`` writes the producer and the request ids, and
+#: sets the producer's lease, when a stream opens, and marks its end.)
 FOLLOW = """
 local n = ARGV[1]
-local got = redis.call('HMGET', KEYS[1], 'a:' .. n, 'r:' .. n, 'tag', 'l:' .. n, 'lw', 'x:' .. n)
+local got = redis.call('HMGET', KEYS[1], 'a:' .. n, 'r:' .. n, 'tag', 'l:' .. n, 'lw', 'x:' .. n,
+                       'p:' .. n)
 local lost = got[4] or '0'
 if redis.call('EXISTS', KEYS[2]) == 0 then
   if tonumber(n) <= tonumber(got[5] or '0') then
@@ -81,7 +76,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
   end
 end
 return {
-  redis.call('EXISTS', KEYS[3]),
+  got[7] and redis.call('EXISTS', got[7]) or 0,
   got[1] or '',
   got[2] or '',
   got[3] or '',
@@ -95,11 +90,13 @@ return {
 ENDED: Final = b"1"
 ABANDONED: Final = b"2"
 
-#: KEYS: meta, lease; ARGV: n. 1 when the caller is the one to answer for the
+#: KEYS: meta; ARGV: n. 1 when the caller is the one to answer for the
 #: stream's dead producer (its lease lapsed, and nobody has marked it).
 ABANDON = """
+local producer = redis.call('HGET', KEYS[1], 'p:' .. ARGV[1])
+if producer and redis.call('EXISTS', producer) == 1 then return 0 end
 -- (no mark in a hash that is gone: HSETNX would make one without a TTL)
-if redis.call('EXISTS', KEYS[2]) == 1 or redis.call('PTTL', KEYS[1]) <= 0 then return 0 end
+if redis.call('PTTL', KEYS[1]) <= 0 then return 0 end
 return redis.call('HSETNX', KEYS[1], 'a:' .. ARGV[1], 2)
 """
 
@@ -158,14 +155,14 @@ class Following:
 
 
 class PostLeases:
-    """The leases on this process's POST streams, and the streams of other
+    """The lease of this process on its POST streams, and the streams of other
     processes that GETs here follow (see the module docstring)."""
 
     def __init__(self, link: RedisLink, events: RedisEventStore) -> None:
         self.link = link
         self.events = events
         self._lease_ms = math.ceil(LEASE_S * 1000)
-        #: streams produced here (their leases are renewed)
+        #: streams produced here (the lease is renewed while there are any)
         self._producing: set[tuple[str, int]] = set()
         self._following: dict[int, Following] = {}
         self._more = trio.Event()
@@ -182,19 +179,16 @@ class PostLeases:
         self.events.closed_stream(session_id, number)  # (its end is marked there)
 
     async def _renew(self) -> None:
-        """Renew the leases of the streams produced here every `RENEW_S`, until cancelled."""
+        """Renew this process's lease every `RENEW_S` while it produces streams,
+        until cancelled."""
         link = self.link
-        script = link.script("renew_posts", RENEW)
         while True:
             await trio.sleep(RENEW_S)
-            renewed = [part for key in self._producing for part in key]
-            if renewed:
+            if self._producing:
                 try:
-                    await script(
-                        keys=[], args=[link.process_channel, self._lease_ms, link.key(), *renewed]
-                    )
+                    await link.client.set(link.process_channel, b"1", px=self._lease_ms)
                 except Exception as error:
-                    logger.warning("Redis: renewing leases: %r", error)  # (next time)
+                    logger.warning("Redis: renewing the lease: %r", error)  # (next time)
 
     # ---- the streams of other processes followed here ---------------------------
 
@@ -228,9 +222,8 @@ class PostLeases:
         link = self.link
         session_id, number = following.session_id, following.number
         meta = link.session_key(session_id, "e")
-        lease = link.session_key(session_id, f"p:{number}")
         held, ended, request_ids, tag, lost, entries = await link.script("follow", FOLLOW)(
-            keys=[meta, link.session_key(session_id, f"x:{number}"), lease],
+            keys=[meta, link.session_key(session_id, f"x:{number}")],
             args=[number, following.after],
         )
         if int(lost) > following.shown:
@@ -263,7 +256,7 @@ class PostLeases:
             if following.answered_for_since is None:
                 following.answered_for_since = now
             return now - following.answered_for_since > LEASE_S
-        if not held and await link.script("abandon", ABANDON)(keys=[meta, lease], args=[number]):
+        if not held and await link.script("abandon", ABANDON)(keys=[meta], args=[number]):
             await self._answer_for_the_dead(session_id, number, following)
         return False
 
