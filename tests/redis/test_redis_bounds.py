@@ -98,7 +98,7 @@ async def test_the_bounds_drop_what_the_memory_store_drops(
                 streams.remove(stream)
                 ended.add(stream)
         await events.write()
-        watermark = int(await link.client.hget(link.session_key("s", "e"), "lw") or 0)
+        watermark = int(await link.client.hget(link.events_key("s", "e"), "lw") or 0)
         lost = 0
         for stream, memory_id, redis_id in issued:
             expected = await outcome(memory, memory_id)
@@ -118,7 +118,7 @@ async def kept_beside_the_events(link: RedisLink, produced: set[int], ended: set
     events are, the ids and producer also while it is produced, and nothing
     else of it is; every key has a TTL (a key without one would outlive its
     session)."""
-    fields = await link.client.hgetall(link.session_key("s", "e"))
+    fields = await link.client.hgetall(link.events_key("s", "e"))
     kept = {int(field[2:]) for field in fields if field.startswith(b"x:")} - {0}
     for stream in kept:
         assert b"r:%d" % stream in fields
@@ -167,7 +167,7 @@ async def test_a_dead_producer_s_stream_is_marked_once_and_never_in_a_hash_that_
         number = await events.open_stream("s", answering(1))
         await events.append("s", number, b"", 0.0)
         await events.write()
-        meta, lease = link.session_key("s", "e"), link.process_channel
+        meta, lease = link.events_key("s", "e"), link.process_channel
         abandon = link.script("abandon", ABANDON)
         assert await abandon(keys=[meta], args=[number]) == 0  # (its producer's lease is held)
         await link.client.delete([lease])  # (it lapsed: the producer died)
@@ -187,16 +187,16 @@ async def test_an_opening_returns_once_its_producer_and_the_producer_s_lease_are
     events = RedisEventStore(link, MCPConfig(), 0.0)
     async with link.opened():
         follow = link.script("follow", FOLLOW)
-        meta = link.session_key("s", "e")
+        meta = link.events_key("s", "e")
         assert await link.client.exists([link.process_channel]) == 0
         number = await events.open_stream("s", answering(1))
         assert 0 < await link.client.pttl(link.process_channel) <= LEASE_MS
         assert await link.client.hget(meta, f"p:{number}") == link.process_channel
-        held, *_ = await follow(keys=[meta, link.session_key("s", f"x:{number}")], args=[number, 0])
+        held, *_ = await follow(keys=[meta, link.events_key("s", f"x:{number}")], args=[number, 0])
         assert held == 1
         # (another process's stream, whose producer's lease lapsed: not held)
         await link.client.hset(meta, {f"p:{number}": b"trio-mcp:process:gone"})
-        held, *_ = await follow(keys=[meta, link.session_key("s", f"x:{number}")], args=[number, 0])
+        held, *_ = await follow(keys=[meta, link.events_key("s", f"x:{number}")], args=[number, 0])
         assert held == 0
 
 
@@ -232,7 +232,7 @@ async def test_the_get_stream_s_bytes_field_stays_as_older_versions_read_it(
         number = await events.open_stream("s", answering(1))
         await events.append("s", number, b"progress", 0.0)
         await events.write()
-        fields = await link.client.hgetall(link.session_key("s", "e"))
+        fields = await link.client.hgetall(link.events_key("s", "e"))
         assert fields[b"b:0"] == b"6"
         assert fields[b"b:%d" % number] == b"8 1"
 
@@ -289,14 +289,14 @@ async def test_a_stream_whose_key_lapsed_before_its_session_s_tells_a_resume_of_
         busy = await events.open_stream("s", answering(2))
         await events.write()
         follow = link.script("follow", FOLLOW)
-        meta = link.session_key("s", "e")
+        meta = link.events_key("s", "e")
         for _ in range(12):  # (the session stays alive; the quiet streams' keys lapse)
             await events.append("s", busy, b"more", 0.0)
             await events.write()
             await trio.sleep(0.1)
         assert await link.client.exists([meta]) == 1
-        assert await link.client.exists([link.session_key("s", f"x:{quiet}")]) == 0
-        assert await link.client.exists([link.session_key("s", "x:0")]) == 0
+        assert await link.client.exists([link.events_key("s", f"x:{quiet}")]) == 0
+        assert await link.client.exists([link.events_key("s", "x:0")]) == 0
         assert await outcome(events, before) == "lost"
         assert await outcome(events, get_before) == "lost"
         # (nothing came after the last event: nothing was lost either)
@@ -304,7 +304,7 @@ async def test_a_stream_whose_key_lapsed_before_its_session_s_tells_a_resume_of_
         assert await outcome(events, get_last) == []
         # (a process following the quiet stream for a resume elsewhere is told too)
         *_, lost, entries = await follow(
-            keys=[meta, link.session_key("s", f"x:{quiet}")],
+            keys=[meta, link.events_key("s", f"x:{quiet}")],
             args=[quiet, before.rsplit("-", 1)[1]],
         )
         assert entries == [] and int(lost) >= int(last.rsplit("-", 1)[1])

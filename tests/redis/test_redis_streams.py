@@ -163,7 +163,7 @@ async def test_a_live_event_during_the_catch_up_of_a_resume_waits_for_older_ones
     async with link.opened():
         for seq in (6, 7):  # (added after the replay, which ended at 5)
             await link.client.xadd(
-                link.session_key("s", "x:0"), {b"d": b"{}"}, identifier=f"{seq}-0"
+                link.events_key("s", "x:0"), {b"d": b"{}"}, identifier=f"{seq}-0"
             )
         stream = Frames()
         await bus.local.attach("s", stream)
@@ -330,7 +330,7 @@ async def test_post_streams_dropped_whole_leave_no_field_each_and_resume_as_lost
             first_ids.append(await events.append("s", number, b"", 0.0))
             await events.append("s", number, b"x" * 300, 0.0)
         await events.write()
-        fields = await link.client.hkeys(link.session_key("s", "e"))
+        fields = await link.client.hkeys(link.events_key("s", "e"))
         # (the streams still kept: at most the bound over the smallest stream)
         assert len(fields) < 4 + 3 * (4096 // 300), fields
         with pytest.raises(EventsLost):

@@ -14,7 +14,8 @@ matters on each sweep as well, so a lost subscription costs freshness for a
 moment, never correctness.
 
 Keys: ``<prefix>:{<session id>}:<kind>`` for what belongs to one session
-(one hash tag, so Redis Cluster would keep a session's keys on one node),
+(one hash tag, so Redis Cluster would keep a session's keys on one node;
+its events' keys also name their layout, `EVENTS_LAYOUT`),
 and a few keys shared by all (``<prefix>:sessions``, the index of live
 sessions; ``<prefix>:owner:<owner>``, one client's share; ``<prefix>:uri:<uri>``,
 the sessions subscribed to a resource). The scripts reach the shared keys
@@ -43,6 +44,14 @@ logger = logging.getLogger("trio_mcp.redis")
 
 #: What every key starts with.
 PREFIX: Final = "trio-mcp"
+#: The layout of a session's event keys (``_redis_events.py``), part of their
+#: names (``<prefix>:{<id>}:v2:e``): a version that lays them out otherwise
+#: names them anew, so that during a rolling upgrade across the change
+#: neither version reads the other's (a resume there is told its events are
+#: gone, 410), where reading them would misread them. 2 since 2026-12-05 (one
+#: lease per producing process, a POST stream's event count in ``b:<n>``);
+#: the layout before had no version in its names.
+EVENTS_LAYOUT: Final = "v2"
 #: How long a connection attempt or one command may take before it fails.
 TIMEOUT_S: Final = 5.0
 #: Between two attempts to subscribe again after the subscription ended.
@@ -120,6 +129,10 @@ class RedisLink:
 
     def session_key(self, session_id: str, kind: str) -> str:
         return f"{PREFIX}:{{{session_id}}}:{kind}"
+
+    def events_key(self, session_id: str, kind: str) -> str:
+        """A key of the session's events (``e``, ``x:<n>``, ``xs``), in `EVENTS_LAYOUT`."""
+        return f"{PREFIX}:{{{session_id}}}:{EVENTS_LAYOUT}:{kind}"
 
     @property
     def process_channel(self) -> bytes:

@@ -206,7 +206,7 @@ class RedisBus:
         self._catching_up[session_id] = waiting
         try:
             entries = await link.script("since", SINCE)(
-                keys=[link.session_key(session_id, "x:0")], args=[after]
+                keys=[link.events_key(session_id, "x:0")], args=[after]
             )
         finally:
             if self._catching_up.get(session_id) is waiting:

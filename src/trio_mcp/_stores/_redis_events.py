@@ -1,10 +1,10 @@
 """`RedisEventStore`: a session's events in Redis streams, for resumption on
 any process.
 
-Each SSE stream of a session is one Redis stream (``<prefix>:{<id>}:x:<n>``)
+Each SSE stream of a session is one Redis stream (``<prefix>:{<id>}:v2:x:<n>``)
 whose entry ids are the session's event sequence numbers (``<seq>-0``), so
 a replay is one XRANGE after the client's last event. Beside them a hash
-(``<prefix>:{<id>}:e``) keeps the session's event tag, its last sequence
+(``<prefix>:{<id>}:v2:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
 counts entries, not bytes), per stream, the newest sequence written, the
 newest dropped and its bytes (a POST stream's with its events) as last
@@ -51,7 +51,7 @@ from .._errors import EventsLost
 from .._json import dumps
 from .._protocol._events import EVENT_OVERHEAD, StoredEvent, parse_event_id
 from ._events import RequestIds
-from ._redis import RedisLink, answering_503, logger
+from ._redis import EVENTS_LAYOUT, RedisLink, answering_503, logger
 from ._stores import event_limits
 
 #: How long the lease of a process producing POST streams lasts without
@@ -315,7 +315,7 @@ end
 local bases, listed = {}, 0
 for id_length in string.gmatch(ARGV[11], '%d+') do
   listed = listed + 1
-  bases[text(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:'
+  bases[text(listed)] = prefix .. ':{' .. take(tonumber(id_length)) .. '}:LAYOUT:'
 end
 -- (the streams to open: their sessions' bases and their request ids, side by side)
 local open_bases, open_ids, opened, answer, live = {}, {}, {}, {}, false
@@ -370,7 +370,7 @@ if live then call('SET', channel, '1', 'PX', lease) end
 flush(channel)
 return answer
 """
-)
+).replace("LAYOUT", EVENTS_LAYOUT)
 
 #: KEYS: meta, stream; ARGV: n, after, max age ms. Returns a status and the entries:
 #: {'gone'}, {'none'}, {'lost'} or {'ok', tag, entries}.
@@ -573,7 +573,7 @@ class RedisEventStore:
                 async with link.client.pipeline(transaction=False) as pipeline:
                     for (session_id, stream), seq in lost.items():
                         link.script("lost", LOST)(
-                            keys=[link.session_key(session_id, "e")],
+                            keys=[link.events_key(session_id, "e")],
                             args=[stream, seq],
                             client=pipeline,
                         )
@@ -599,8 +599,8 @@ class RedisEventStore:
         """The keys and arguments of the append script."""
         link = self.link
         keys = [
-            link.session_key(session_id, "e"),
-            link.session_key(session_id, f"x:{stream}"),
+            link.events_key(session_id, "e"),
+            link.events_key(session_id, f"x:{stream}"),
             link.session_key(session_id, "holder"),
         ]
         args = [
@@ -627,8 +627,8 @@ class RedisEventStore:
         with answering_503(link):
             answer: list[Any] = await link.script("replay", REPLAY)(
                 keys=[
-                    link.session_key(session_id, "e"),
-                    link.session_key(session_id, f"x:{stream}"),
+                    link.events_key(session_id, "e"),
+                    link.events_key(session_id, f"x:{stream}"),
                 ],
                 args=[stream, sequence, self._max_age_ms],
             )
@@ -648,7 +648,7 @@ class RedisEventStore:
 
     async def drop_session(self, session_id: str) -> None:
         link = self.link
-        await link.script("drop", DROP)(keys=[link.session_key(session_id, "e")], args=[])
+        await link.script("drop", DROP)(keys=[link.events_key(session_id, "e")], args=[])
 
     def prune(self, now: float) -> None:
         pass  # (Redis drops old events as it adds new ones, and the TTL does the rest)

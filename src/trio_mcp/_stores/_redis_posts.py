@@ -221,9 +221,9 @@ class PostLeases:
         """Offer the subscriber the stream's new events; whether it has ended."""
         link = self.link
         session_id, number = following.session_id, following.number
-        meta = link.session_key(session_id, "e")
+        meta = link.events_key(session_id, "e")
         held, ended, request_ids, tag, lost, entries = await link.script("follow", FOLLOW)(
-            keys=[meta, link.session_key(session_id, f"x:{number}")],
+            keys=[meta, link.events_key(session_id, f"x:{number}")],
             args=[number, following.after],
         )
         if int(lost) > following.shown:
