@@ -224,6 +224,13 @@ def main(argv: list[str] | None = None) -> int:
         help="the server and the normal client on CPU 0, the attacker on the other CPUs "
         "(taskset), so that the attack's own CPU does not delay the calls measured",
     )
+    parser.add_argument(
+        "--apart",
+        action="store_true",
+        help="with --pin: the server alone on CPU 0, the normal client on the other CPUs "
+        "and the attacker there too at the lowest priority (nice 19), so that the normal "
+        "client's own work does not wait for the server's CPU (as a remote client's would not)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--attack", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -235,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     raise_fd_limit()
     port = free_port()
     served_on, attacked_from = pinned_cpus(parser) if args.pin else (None, None)
+    if args.apart and not args.pin:
+        parser.error("--apart needs --pin")
+    client_on = attacked_from if args.apart else served_on
     server = subprocess.Popen(
         pinned(served_on)
         + [sys.executable, "-m", "trio_mcp", "run", EVERYTHING, "--port", str(port)]
@@ -244,12 +254,13 @@ def main(argv: list[str] | None = None) -> int:
     attacker = None
     try:
         wait_until_up(port)
-        quiet = bench(port, args.seconds, args.clients, args.rate, served_on)
+        quiet = bench(port, args.seconds, args.clients, args.rate, client_on)
         before = server_usage(server.pid)
         ramp_s = max(2.0, args.connections / 3000)
         attack_s = ramp_s + args.seconds + 5  # (the bench's start-up and warm-up too)
         attacker = subprocess.Popen(
             pinned(attacked_from)
+            + (["nice", "-n", "19"] if args.apart else [])
             + [sys.executable, __file__, "--attack", "--port", str(port)]
             + ["--connections", str(args.connections), "--addresses", str(args.addresses)]
             + ["--seconds", str(attack_s)]
@@ -259,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         time.sleep(ramp_s)
         during = server_usage(server.pid)
-        loaded = bench(port, args.seconds, args.clients, args.rate, served_on)
+        loaded = bench(port, args.seconds, args.clients, args.rate, client_on)
         output, _ = attacker.communicate(timeout=attack_s + 30)  # (it stops by itself)
         attacked = json.loads(output.strip().splitlines()[-1]) if output.strip() else {}
         result = {
@@ -269,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             "reconnect": args.reconnect,
             "rate": args.rate,
             "pinned": args.pin,
+            "apart": args.apart,
             "unloaded": quiet,
             "loaded": loaded,
             "p99_ratio": round(loaded["p99_ms"] / quiet["p99_ms"], 2),
