@@ -28,6 +28,8 @@ import trio
 from _support import MCP, EventReader, connect, free_port
 
 from trio_mcp import HTTPServer, MCPConfig, Server, ServerConfig, serve_mcp
+from trio_mcp._stores._redis import RedisLink
+from trio_mcp._stores._redis_events import RedisEventStore
 
 #: How long redis-server may take to answer, and to stop.
 START_S = 10.0
@@ -159,6 +161,15 @@ async def start_redis(tmp_path: Path) -> AsyncIterator[StartRedis]:
     finally:
         for server in servers:
             await server.stop()
+
+
+async def event_store(
+    start_redis: StartRedis, config: MCPConfig | None = None
+) -> tuple[RedisLink, RedisEventStore]:
+    """A link to a new redis-server (not opened yet) and an event store on it."""
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    return link, RedisEventStore(link, config or MCPConfig(), 0.0)
 
 
 class Replicas:

@@ -13,7 +13,7 @@ import random
 
 import pytest
 import trio
-from redis_fixtures import COREDIS_LEFTOVERS, StartRedis
+from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, event_store
 
 from trio_mcp import MCPConfig
 from trio_mcp._errors import EventsLost
@@ -160,9 +160,7 @@ async def test_a_post_stream_dropped_whole_then_written_again_tells_a_resume_of_
 async def test_a_dead_producer_s_stream_is_marked_once_and_never_in_a_hash_that_is_gone(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    events = RedisEventStore(link, MCPConfig(), 0.0)
+    link, events = await event_store(start_redis)
     async with link.opened():
         number = await events.open_stream("s", answering(1))
         await events.append("s", number, b"", 0.0)
@@ -182,9 +180,7 @@ async def test_a_dead_producer_s_stream_is_marked_once_and_never_in_a_hash_that_
 async def test_an_opening_returns_once_its_producer_and_the_producer_s_lease_are_in_redis(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    events = RedisEventStore(link, MCPConfig(), 0.0)
+    link, events = await event_store(start_redis)
     async with link.opened():
         follow = link.script("follow", FOLLOW)
         meta = link.events_key("s", "e")
@@ -203,9 +199,7 @@ async def test_an_opening_returns_once_its_producer_and_the_producer_s_lease_are
 async def test_the_producer_s_lease_is_renewed_while_it_produces_a_stream_and_only_then(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    events = RedisEventStore(link, MCPConfig(), 0.0)
+    link, events = await event_store(start_redis)
     leases = PostLeases(link, events)
     async with link.opened():
         number = await events.open_stream("s", answering(1))
@@ -219,21 +213,18 @@ async def test_the_producer_s_lease_is_renewed_while_it_produces_a_stream_and_on
         assert await link.client.exists([link.process_channel]) == 0
 
 
-async def test_the_get_stream_s_bytes_field_stays_as_older_versions_read_it(
+async def test_a_stream_s_bytes_field_holds_its_bytes_and_events(
     start_redis: StartRedis,
 ) -> None:
-    # (every process appends to a session's GET stream: during an upgrade, an
-    # older one reads b:0 as a number; a POST stream's has its event count too)
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    events = RedisEventStore(link, MCPConfig(), 0.0)
+    # (so that the byte bound drops a stream without counting its entries)
+    link, events = await event_store(start_redis)
     async with link.opened():
         await events.append("s", 0, b"listed", 0.0)
         number = await events.open_stream("s", answering(1))
         await events.append("s", number, b"progress", 0.0)
         await events.write()
         fields = await link.client.hgetall(link.events_key("s", "e"))
-        assert fields[b"b:0"] == b"6"
+        assert fields[b"b:0"] == b"6 1"
         assert fields[b"b:%d" % number] == b"8 1"
 
 

@@ -9,12 +9,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from redis_fixtures import COREDIS_LEFTOVERS, StartRedis
+from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, event_store
 
-from trio_mcp import MCPConfig
 from trio_mcp._errors import EventsLost
-from trio_mcp._stores._redis import EVENTS_LAYOUT, PREFIX, RedisLink
-from trio_mcp._stores._redis_events import RedisEventStore
+from trio_mcp._stores._redis import EVENTS_LAYOUT, PREFIX
 
 pytestmark = pytest.mark.filterwarnings(COREDIS_LEFTOVERS)
 
@@ -25,9 +23,7 @@ BEFORE = f"{PREFIX}:{{s}}:"
 async def test_events_kept_in_the_layout_before_are_told_gone_not_read(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    events = RedisEventStore(link, MCPConfig(), 0.0)
+    link, events = await event_store(start_redis)
     async with link.opened():
         now_ms = str(int(time.time() * 1000))
         for seq in (1, 2, 3):
@@ -49,9 +45,7 @@ async def test_events_kept_in_the_layout_before_are_told_gone_not_read(
 async def test_every_event_key_this_version_writes_names_its_layout(
     start_redis: StartRedis,
 ) -> None:
-    redis = await start_redis()
-    link = RedisLink(redis.url, "")
-    events = RedisEventStore(link, MCPConfig(), 0.0)
+    link, events = await event_store(start_redis)
     async with link.opened():
         await events.append("s", 0, b"listed", 0.0)
         number = await events.open_stream("s", lambda: ([1], False))

@@ -7,8 +7,7 @@ a replay is one XRANGE after the client's last event. Beside them a hash
 (``<prefix>:{<id>}:v2:e``) keeps the session's event tag, its last sequence
 number, its POST streams numbered so far, the bytes it buffers (``MAXLEN``
 counts entries, not bytes), per stream, the newest sequence written, the
-newest dropped and its bytes (a POST stream's with its events) as last
-written, and per POST
+newest dropped and its bytes and events as last written, and per POST
 stream its producer, the ids of the requests it answers and its end mark
 (``_redis_posts.py`` reads them); for the POST streams the session's byte
 bound dropped whole (the oldest first), one watermark, the newest such
@@ -240,9 +239,7 @@ local function flush(producer)
     for n, st in pairs(s.streams) do
       if st.dirty then
         put('x:' .. n, tostring(st.last))
-        -- (the GET stream's, which every process appends to, as older
-        -- versions of this script read it: its bytes alone)
-        put('b:' .. n, n == '0' and text(st.bytes) or format('%d %d', st.bytes, st.count))
+        put('b:' .. n, format('%d %d', st.bytes, st.count))
         if st.lost then put('l:' .. n, text(st.lost)) end
         call('PEXPIRE', st.key, ttl)
       end
