@@ -224,6 +224,11 @@ async def test_a_trickled_head_reaches_its_parser_whole_and_is_served(
     server: HTTPServer = await nursery.start(serve, ok, ServerConfig(port=0, head_timeout_s=5.0))
     client = Client(await trio.open_tcp_stream("127.0.0.1", server.ports[0]))
     start = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    # (a first head arrives without a task, `test_arrivals.py`: the second
+    # is the connection task's to read)
+    await client.send(start + b"X-First: 1\r\n\r\n")
+    with trio.fail_after(5):
+        assert (await client.read_reply()).body == b"1"
     await client.send(start)
     lane = server._limits.lane
     assert lane is not None

@@ -37,9 +37,19 @@ class Batches(trio.abc.Instrument):
         self.counts.append(0)
 
 
-class SpawnsPerBatch(Batches):
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        self.counted()
+class AdmittedPerBatch(Batches):
+    """How many connections `server` admitted in each batch."""
+
+    def __init__(self, server: HTTPServer) -> None:
+        super().__init__()
+        self.server = server
+        self.seen = 0
+
+    def before_io_wait(self, timeout: float) -> None:
+        now = len(self.server._connections)
+        self.counts[-1] = now - self.seen
+        self.seen = now
+        super().before_io_wait(timeout)
 
 
 async def test_the_lane_wakes_a_few_reads_per_batch(nursery: trio.Nursery) -> None:
@@ -123,6 +133,11 @@ async def test_a_head_in_pieces_waits_in_the_lane_and_is_still_served(
     lane = server._limits.lane
     assert lane is not None
     client = await connect(server.ports[0])
+    # (a first head waits with no task at all, `test_arrivals.py`: this is
+    # about the heads after it, which their connection's task reads)
+    await client.send(HEAD_START + b"\r\n")
+    with trio.fail_after(5):
+        assert (await client.read_reply()).status == 200
     await client.send(HEAD_START)  # (a head that needs another read)
     await trio.sleep(tick / 4)
     (io,) = sockets_of(server)
@@ -168,7 +183,7 @@ async def test_a_flood_of_connections_is_admitted_a_few_per_batch(
     server = await start_ok_server(nursery)
     port = server.ports[0]
     flood = 5 * ACCEPTS_PER_TURN
-    batches = SpawnsPerBatch()
+    batches = AdmittedPerBatch(server)
     trio.lowlevel.add_instrument(batches)
     try:
         # (connected without yielding: all wait in the listener's queue at once)

@@ -11,12 +11,10 @@ from email.utils import formatdate
 from math import inf
 from typing import TYPE_CHECKING, Final, Protocol
 
-import trio
-
 from .._config import ServerConfig
 from .._http._connection import HEAD, IDLE, HTTP11Connection
 from .._http._forwarded import NO_PROXY, Trust
-from .._http._handler import SlowAnswer
+from .._http._handler import Cancellable, SlowAnswer
 
 if TYPE_CHECKING:
     from ._slow_lane import SlowLane
@@ -114,6 +112,15 @@ class Interruptible(Protocol):
     def close(self) -> None: ...
 
 
+class Timer(Cancellable, Protocol):
+    """A connection's cancel scope, as the sweeper and the connection's end
+    see it: trio's, or an arrival's stand-in until its task starts
+    (`_arrivals.py`)."""
+
+    @property
+    def cancelled_caught(self) -> bool: ...
+
+
 class Connection:
     """Book-keeping the server needs for one connection: time limit and drain.
 
@@ -150,7 +157,7 @@ class Connection:
     def __init__(
         self,
         http: HTTP11Connection,
-        timer: trio.CancelScope,
+        timer: Timer,
         interruptible: Interruptible | None = None,
         group: str | None = None,
     ) -> None:

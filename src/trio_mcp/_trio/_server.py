@@ -14,7 +14,8 @@ answer's handler is timed the same way, against the `time_limit_s` it gives
 its writer. Hostile work comes a few steps at a time, each waiting for its
 turn (`_turns.py`: when nothing else is runnable): the accept loop admits
 `ACCEPTS_PER_TURN` connections per turn, and a head that did not come
-whole in one read waits in the slow lane (`_slow_lane.py`).
+whole in one read waits in the slow lane (`_slow_lane.py`); a new
+connection's first head does so without a task (`_arrivals.py`).
 
 A graceful shutdown (`HTTPServer.shutdown`): a `Handler`'s ``drain()`` is
 called first (an `MCPEndpoint` stops reporting ready). For
@@ -70,6 +71,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
+from ._arrivals import Doorway, First, group_of
 from ._closing import LINGER_S, close_connection, send_quietly
 from ._connection import (
     LAST_REQUEST_GRACE_S,
@@ -156,6 +158,7 @@ class HTTPServer:
         "observer",
         "peer_socket",
         "spread",
+        "_doorway",
     )
 
     def __init__(
@@ -210,6 +213,9 @@ class HTTPServer:
         if self.observer is not None:
             self.observer.serving(self)
         self.peer_socket: str | None = getattr(handler, "peer_socket", None)  # (`serve_hop`)
+        #: Where new plain connections wait for their first head, with no
+        #: task (None: they get one at once; `_run` sets it while it runs).
+        self._doorway: Doorway | None = None
 
     @property
     def ports(self) -> list[int]:
@@ -268,6 +274,17 @@ class HTTPServer:
                 start_clock(clock, self.enforce_timeouts, self._limits, self._interruptible)
                 async with trio.open_nursery() as connections:
                     self._limits.watchers = connections
+                    lane = self._limits.lane
+                    if lane is not None and self.tls is None:
+
+                        def start(sock: socket.socket, conn: Connection, first: First) -> None:
+                            spawn(
+                                connections, "a connection", self._serve_arrival, sock, conn, first
+                            )
+
+                        self._doorway = Doorway(
+                            config, lane, self._connections, self.quota, self._dates, start
+                        )
                     async with trio.open_nursery() as acceptors:
                         for sock in listeners:
                             acceptors.start_soon(in_python, self._accept_loop, sock, connections)
@@ -285,11 +302,14 @@ class HTTPServer:
                         self._stages.listener_closed()
                     for conn in list(self._connections):
                         conn.drain()
+                    if self._doorway is not None:
+                        spawn(connections, "the last arrivals", self._doorway.lane.arrivals_gone)
                     deadline = trio.current_time() + config.shutdown_timeout_s
                     clock.start_soon(
                         in_python, _stop_at, deadline, connections, self._connections, self._stages
                     )
                 self._limits.watchers = None
+                self._doorway = None
                 clock.cancel_scope.cancel()
         finally:
             for listener in listeners:
@@ -338,8 +358,25 @@ class HTTPServer:
             refuse(sock, self.quota.refusal(host, trio.current_time()))
             if self.observer is not None:
                 self.observer.refused(503)
-        else:
+        elif self._doorway is None:
             spawn(connections, "a connection", self._serve_socket, sock, group, host)
+        else:
+            self._connections_total += 1
+            self._doorway.admit(sock, host, group, self._shutdown.is_set())
+
+    async def _serve_arrival(self, sock: socket.socket, conn: Connection, first: First) -> None:
+        """Serve a connection whose first head arrived without a task (`_arrivals.py`)."""
+        try:
+            try:
+                io = SocketIO(sock, self._batch, self.config.write_timeout_s)
+            except OSError:
+                self._connections.discard(conn)
+                sock.close()
+                return
+            conn.interruptible = io
+            await self._serve(io, conn=conn, first=first)
+        finally:
+            self.quota.leave(group_of(conn))
 
     async def _serve_socket(self, sock: socket.socket, group: str, host: str) -> None:
         config = self.config
@@ -374,19 +411,26 @@ class HTTPServer:
         group: str | None = None,
         tls: TLSStream | None = None,
         hop: tuple[str, bytes] | None = None,
+        conn: Connection | None = None,
+        first: First = None,
     ) -> None:
-        self._connections_total += 1
-        http = http_connection(self.config, client, self.quota.trust, hop)
+        """Serve one connection: a new one, or an arrival's (`conn`, and what
+        its parser said last: `first`)."""
         timer = trio.CancelScope()
-        conn = Connection(http, timer, interruptible, group)
-        self._connections.add(conn)
-        if self._shutdown.is_set():
-            http.draining = True
+        if conn is None:
+            self._connections_total += 1
+            http = http_connection(self.config, client, self.quota.trust, hop)
+            conn = Connection(http, timer, interruptible, group)
+            self._connections.add(conn)
+            if self._shutdown.is_set():
+                http.draining = True
+        else:
+            conn.timer = timer  # (the arrival stood in for it)
         peer_gone = True
         try:
             with timer:
                 if tls is None or await handshake(tls, conn, self.config.ssl_handshake_timeout_s):
-                    peer_gone = await self._converse(stream, conn)
+                    peer_gone = await self._converse(stream, conn, first)
             peer_gone = await _answer_overdue(stream, conn, peer_gone, self._dates)
         finally:
             self._connections.discard(conn)
@@ -396,8 +440,9 @@ class HTTPServer:
             # (a hop: nothing unread)
             await close_connection(stream, conn, peer_gone or hop is not None)
 
-    async def _converse(self, stream: ByteStream, conn: Connection) -> bool:
-        """Read requests and answer them in order until the connection must close.
+    async def _converse(self, stream: ByteStream, conn: Connection, first: First) -> bool:
+        """Read requests and answer them in order until the connection must close;
+        `first`: what the parser said already, if anything (an arrival's).
 
         Returns True when the peer is known to be gone (EOF, reset), so there is
         nothing to linger for.
@@ -423,7 +468,12 @@ class HTTPServer:
         holding = 0  # the bytes of the bodies' budget this request's body holds
         while True:
             try:
-                event = next_event()
+                if first is None:
+                    event = next_event()
+                elif isinstance(first, RemoteProtocolError):
+                    raise first
+                else:
+                    event, first = first, None
             except RemoteProtocolError as exc:
                 limit_phase(write_timeout)
                 await send_quietly(stream, http.error_response(exc, dates.get()))

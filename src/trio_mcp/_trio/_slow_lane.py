@@ -20,6 +20,9 @@ is not woken for each line: the lane reads the lines itself (`Gathering`)
 and wakes the read once, with all of them, when the head's end is in, the
 head is too large, the end search refuses a line, or the peer is gone. A
 slowloris line then costs the lane a read and a search, not a task step.
+A new connection's first head that was not whole at the accept waits here
+with no task at all (`arrive`, ``_arrivals.py``) until its parser has
+something to say.
 
 What still reaches a read waiting here: its bytes (or end of stream, a
 reset, the sweeper's interrupt: all make the socket readable), and a cancel
@@ -39,7 +42,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
-from typing import Final
+from typing import Final, Protocol
 
 import trio
 from outcome import Error, Value
@@ -54,6 +57,19 @@ from ._turns import take_turn
 WAKES_PER_TURN: Final = 16
 
 _ARMED: Final = getattr(select, "EPOLLIN", 0) | getattr(select, "EPOLLONESHOT", 0)
+
+
+class Arrival(Protocol):
+    """A new connection whose first head arrives with no task
+    (`_arrivals.Arrival`), as the lane sees it."""
+
+    sock: socket.socket | None
+
+    def read(self) -> bool:
+        """Read what came; whether to wait for more."""
+        ...
+
+    def close(self) -> None: ...
 
 
 class Gathering:
@@ -104,7 +120,7 @@ class SlowLane:
     """An epoll of its own for slow heads' reads (module docstring); its task
     (`run`) must run while reads wait here."""
 
-    __slots__ = ("_epoll", "_waiting", "_gathering", "wakes_per_turn")
+    __slots__ = ("_epoll", "_waiting", "_gathering", "_arriving", "_no_arrivals", "wakes_per_turn")
 
     def __init__(self, wakes_per_turn: int = WAKES_PER_TURN) -> None:
         self._epoll = select.epoll()
@@ -112,12 +128,21 @@ class SlowLane:
         self._waiting: dict[int, Task] = {}
         #: The reads whose heads the lane reads itself, by file descriptor.
         self._gathering: dict[int, Gathering] = {}
+        #: The new connections whose first head is arriving, with no task.
+        self._arriving: dict[int, Arrival] = {}
+        #: Set when the last arrival leaves, while `arrivals_gone` waits.
+        self._no_arrivals: trio.Event | None = None
         self.wakes_per_turn = wakes_per_turn
 
     @property
     def waiting(self) -> int:
-        """How many reads wait here now."""
-        return len(self._waiting) + len(self._gathering)
+        """How many reads wait here now (arrivals' too)."""
+        return len(self._waiting) + len(self._gathering) + len(self._arriving)
+
+    @property
+    def arriving(self) -> int:
+        """How many new connections' first heads are arriving here now."""
+        return len(self._arriving)
 
     def _arm(self, fd: int) -> None:
         epoll = self._epoll
@@ -169,6 +194,37 @@ class SlowLane:
         gathered: bytes | None = await wait_task_rescheduled(abort)
         return gathered
 
+    def arrive(self, arrival: Arrival) -> None:
+        """Read for `arrival` when its socket is readable (`Arrival.read`)."""
+        assert arrival.sock is not None
+        fd = arrival.sock.fileno()
+        try:
+            self._epoll.register(fd, _ARMED)  # (a new socket: not here before)
+        except FileExistsError:
+            self._epoll.modify(fd, _ARMED)
+        self._arriving[fd] = arrival
+
+    async def arrivals_gone(self) -> None:
+        """Until no arrival waits here (at a drain: each gets its task, or
+        ends at its time limit)."""
+        while self._arriving:
+            self._no_arrivals = trio.Event()
+            await self._no_arrivals.wait()
+
+    def _arrival_left(self, fd: int) -> None:
+        arriving = self._arriving
+        if arriving.pop(fd, None) is not None and not arriving and self._no_arrivals is not None:
+            self._no_arrivals.set()
+
+    def leave(self, sock: socket.socket) -> None:
+        """An arrival's task takes `sock` over: stop reading for it."""
+        fd = sock.fileno()
+        self._arrival_left(fd)
+        # (its registration is disarmed until re-armed, but its number may be
+        # reused once the socket closes, and a stale one must not fire then)
+        with contextlib.suppress(OSError, ValueError):
+            self._epoll.unregister(fd)
+
     def _read_for(self, fd: int, record: Gathering) -> None:
         """Read what came for a gathering read, and wake it if it is done."""
         assert record.sock is not None and record.task is not None
@@ -204,6 +260,7 @@ class SlowLane:
         # (never registered here, gone already, or the lane has stopped)
         with contextlib.suppress(OSError, ValueError):
             self._epoll.unregister(fd)
+        self._arrival_left(fd)
         task = self._waiting.pop(fd, None)
         record = self._gathering.pop(fd, None)
         if record is not None:
@@ -213,10 +270,12 @@ class SlowLane:
 
     async def run(self) -> None:
         """Wake the reads whose sockets are ready, `wakes_per_turn` per
-        turn, until cancelled; then close the lane's epoll."""
+        turn, until cancelled; then close the arrivals still here and the
+        lane's epoll."""
         epoll = self._epoll
         waiting = self._waiting
         gathering = self._gathering
+        arriving = self._arriving
         most = self.wakes_per_turn
         try:
             while True:
@@ -234,9 +293,15 @@ class SlowLane:
                             record = gathering.get(fd)
                             if record is not None:
                                 self._read_for(fd, record)
+                            else:
+                                arrival = arriving.get(fd)
+                                if arrival is not None and arrival.read():
+                                    self._arm(fd)
                     if len(events) < most:
                         break
         finally:
+            for arrival in list(arriving.values()):
+                arrival.close()
             trio.lowlevel.notify_closing(epoll.fileno())
             epoll.close()
 

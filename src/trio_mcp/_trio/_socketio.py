@@ -171,7 +171,8 @@ class SocketIO:
         batch: BatchEndSender | None = None,
         write_timeout: float = inf,
     ) -> None:
-        sock.setblocking(False)
+        if sock.gettimeout() != 0.0:  # (an arrival's is non-blocking already)
+            sock.setblocking(False)
         # (not ``sock.family``, which makes an enum member at each read: about
         # 1.5% of what a slowloris connection costs)
         try:

@@ -25,7 +25,7 @@ from trio.lowlevel import wait_readable
 
 from .._errors import LocalProtocolError
 from .._http._connection import Headers, Response
-from .._http._handler import SlowAnswer
+from .._http._handler import Cancellable, SlowAnswer
 from ._connection import ByteStream, Connection, DateCache
 from ._socketio import SocketIO
 
@@ -103,7 +103,7 @@ class ConnectionWriter:
         self._conn.answering = self
 
     @property
-    def cancel_scope(self) -> trio.CancelScope:
+    def cancel_scope(self) -> Cancellable:
         """The connection's own cancel scope: cancelling it abandons the request
         being answered and closes the connection (nothing more is written)."""
         return self._conn.timer
