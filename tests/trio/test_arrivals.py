@@ -235,3 +235,39 @@ async def test_a_stopped_server_closes_its_arrivals() -> None:
     with trio.fail_after(5):
         assert await client.read_until_eof() == b""
     await client.stream.aclose()
+
+
+async def test_what_fails_for_an_arrival_ends_that_connection_alone(
+    nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The accept loop and the lane read for every connection: a failure in
+    an arrival's reading (here: made to fail on a marker) closes that one,
+    whether its first read said it all or it waited in the lane, and the
+    server serves on."""
+    took = Arrival.took
+
+    def failing(self: Arrival, data: bytes) -> bool:
+        if b"X-Fail" in data:
+            raise RuntimeError("made to fail")
+        return took(self, data)
+
+    monkeypatch.setattr(Arrival, "took", failing)
+    server = await start_ok_server(nursery)
+    at_once = await connect(server.ports[0])
+    await at_once.send(HEAD_START + b"X-Fail: 1\r\n\r\n")
+    later = await connect(server.ports[0])
+    await later.send(HEAD_START)
+    await until(lambda: arriving(server) == 1)
+    await later.send(b"X-Fail: 2\r\n")
+    with trio.fail_after(5):
+        assert await at_once.read_until_eof() == b""
+        assert await later.read_until_eof() == b""
+    await until(lambda: not server._connections)
+    assert server.quota.held == 0
+    assert caplog.text.count("it ended alone") == 2
+    client = await connect(server.ports[0])
+    await client.send(HEAD_START + b"\r\n")
+    with trio.fail_after(5):
+        assert (await client.read_reply()).status == 200
+    for each in (at_once, later, client):
+        await each.stream.aclose()

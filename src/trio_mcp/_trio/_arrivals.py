@@ -22,6 +22,7 @@ until its task takes over both.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
@@ -42,6 +43,8 @@ First = Event | RemoteProtocolError | None
 Start = Callable[[socket.socket, Connection, First], None]
 
 _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
+
+logger = logging.getLogger("trio_mcp.server")
 
 
 def group_of(conn: Connection) -> str:
@@ -93,7 +96,7 @@ class Doorway:
         except OSError:
             arrival.close()  # (reset before we got to it)
             return
-        if arrival.took(data):
+        if arrival.guarded_took(data):
             arrival.wait()
 
 
@@ -136,7 +139,18 @@ class Arrival:
         except OSError:
             self.close()  # (a reset: nobody to answer)
             return False
-        return self.took(data)
+        return self.guarded_took(data)
+
+    def guarded_took(self, data: bytes) -> bool:
+        """`took`, run by the accept loop or the lane, which serve every
+        connection: what fails in it ends this one alone, logged, as it would
+        have ended its task."""
+        try:
+            return self.took(data)
+        except Exception:
+            logger.exception("a new connection's first head failed; it ended alone")
+            self.close()
+            return False
 
     def took(self, data: bytes) -> bool:
         """Give `data` (b"": the end of the stream) to the parser; whether
