@@ -22,7 +22,7 @@ DIRECT_STARTS = {
     ("_trio/_limits.py", "sweep"),  # the clock: time limits only
     ("_trio/_limits.py", "limits.lane.run"),  # the clock: the slow lane's wakes
     ("_trio/_limits.py", "keep_turns"),  # the clock: the turn keeper
-    ("_trio/_server.py", "self._accept_loop"),  # accept(); each connection is spawned
+    ("_trio/_server.py", "_accept_loop"),  # accept(); a connection is spawned or arrives, guarded
     ("_mcp/_endpoint.py", "broadcaster.run"),  # each broadcast is guarded
     ("_mcp/_endpoint.py", "self.sweeper.run"),  # each sweep is guarded
     ("_mcp/_endpoint.py", "keepalives"),  # each keepalive is guarded

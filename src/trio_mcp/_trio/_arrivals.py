@@ -24,14 +24,17 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
+
+import trio
 
 from .._config import ServerConfig
 from .._errors import RemoteProtocolError
 from .._http._connection import CLOSED, HEAD, IDLE, NEED_DATA, Event
 from ._connection import Connection, DateCache, http_connection
 from ._quotas import ConnectionQuota
+from ._tasks import spawn
 
 if TYPE_CHECKING:
     from ._slow_lane import SlowLane
@@ -39,8 +42,9 @@ if TYPE_CHECKING:
 
 #: What a connection's parser said before its task started (None: ask it).
 First = Event | RemoteProtocolError | None
-#: Starts the task of an arrival: its socket, its connection, what its parser said.
-Start = Callable[[socket.socket, Connection, First], None]
+#: Serves an arrival in a task: its socket, address group and client, its
+#: connection, what its parser said (`HTTPServer._serve_socket`).
+Serve = Callable[[socket.socket, str, str, Connection, First], Awaitable[None]]
 
 _TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 
@@ -58,7 +62,7 @@ class Doorway:
     """What a server's arrivals share: where they wait, and what makes,
     starts, counts and ends them."""
 
-    __slots__ = ("config", "lane", "connections", "quota", "dates", "start")
+    __slots__ = ("config", "lane", "connections", "quota", "dates", "nursery", "serve")
 
     def __init__(
         self,
@@ -67,7 +71,6 @@ class Doorway:
         connections: set[Connection],
         quota: ConnectionQuota,
         dates: DateCache,
-        start: Start,
     ) -> None:
         self.config = config
         self.lane = lane
@@ -75,7 +78,19 @@ class Doorway:
         self.connections = connections
         self.quota = quota
         self.dates = dates
-        self.start = start
+        self.nursery: trio.Nursery | None = None
+        self.serve: Serve | None = None
+
+    def serve_in(self, nursery: trio.Nursery, serve: Serve) -> None:
+        """Start the tasks of arrivals in `nursery`, each running `serve`."""
+        self.nursery = nursery
+        self.serve = serve
+
+    def start(self, sock: socket.socket, conn: Connection, first: First) -> None:
+        """Start the task of an arrival whose parser has something to say."""
+        assert self.nursery is not None and self.serve is not None
+        group = group_of(conn)
+        spawn(self.nursery, "a connection", self.serve, sock, group, conn.http.client, conn, first)
 
     def admit(self, sock: socket.socket, host: str, group: str, draining: bool) -> None:
         """Take a connection just accepted from `host`: read what it sent, and

@@ -71,7 +71,7 @@ from .._http._handler import (
     StreamingResponse,
 )
 from .._speedups import USING_EXTENSIONS
-from ._arrivals import Doorway, First, group_of
+from ._arrivals import Doorway, First
 from ._closing import LINGER_S, close_connection, send_quietly
 from ._connection import (
     LAST_REQUEST_GRACE_S,
@@ -213,8 +213,7 @@ class HTTPServer:
         if self.observer is not None:
             self.observer.serving(self)
         self.peer_socket: str | None = getattr(handler, "peer_socket", None)  # (`serve_hop`)
-        #: Where new plain connections wait for their first head, with no
-        #: task (None: they get one at once; `_run` sets it while it runs).
+        #: Where new connections' first heads arrive with no task (`_doorway`).
         self._doorway: Doorway | None = None
 
     @property
@@ -274,20 +273,10 @@ class HTTPServer:
                 start_clock(clock, self.enforce_timeouts, self._limits, self._interruptible)
                 async with trio.open_nursery() as connections:
                     self._limits.watchers = connections
-                    lane = self._limits.lane
-                    if lane is not None and self.tls is None:
-
-                        def start(sock: socket.socket, conn: Connection, first: First) -> None:
-                            spawn(
-                                connections, "a connection", self._serve_arrival, sock, conn, first
-                            )
-
-                        self._doorway = Doorway(
-                            config, lane, self._connections, self.quota, self._dates, start
-                        )
+                    self._doorway = _doorway(self, connections)
                     async with trio.open_nursery() as acceptors:
                         for sock in listeners:
-                            acceptors.start_soon(in_python, self._accept_loop, sock, connections)
+                            acceptors.start_soon(in_python, _accept_loop, self, sock, connections)
                         if self.spread is not None:
                             spawn(acceptors, "passed connections", self.spread.receive, connections)
                         task_status.started(self)
@@ -296,18 +285,7 @@ class HTTPServer:
                         # balancer stops sending before connections are refused.
                         await trio.sleep(config.drain_delay_s)
                         acceptors.cancel_scope.cancel()
-                    _close_listeners(listeners, self._admit, connections)
-                    self._listener_closed = True
-                    if self._stages is not None:
-                        self._stages.listener_closed()
-                    for conn in list(self._connections):
-                        conn.drain()
-                    if self._doorway is not None:
-                        spawn(connections, "the last arrivals", self._doorway.lane.arrivals_gone)
-                    deadline = trio.current_time() + config.shutdown_timeout_s
-                    clock.start_soon(
-                        in_python, _stop_at, deadline, connections, self._connections, self._stages
-                    )
+                    _drain(self, listeners, connections, clock)
                 self._limits.watchers = None
                 self._doorway = None
                 clock.cancel_scope.cancel()
@@ -319,30 +297,6 @@ class HTTPServer:
             if batch is not None:
                 self._batch = None
                 _last_flush(batch)
-
-    async def _accept_loop(self, listener: socket.socket, connections: trio.Nursery) -> None:
-        accepted = 0
-        ip = listener.family in (socket.AF_INET, socket.AF_INET6)
-        admit = self._admit if self.spread is None or not ip else self.spread.admit_or_pass
-        while True:
-            if accepted >= ACCEPTS_PER_TURN:
-                accepted = 0
-                await take_turn()
-            try:
-                sock, address = listener.accept()
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(listener)
-                accepted = ACCEPTS_PER_TURN  # (the first accepts wait for a turn too)
-                continue
-            except OSError as exc:
-                if exc.errno not in RESOURCE_ERRNOS:
-                    raise
-                # Out of file descriptors or memory: wait, don't spin (as trio does).
-                logger.error("accept failed: %s; retrying in 100 ms", exc)
-                await trio.sleep(0.1)
-                continue
-            admit(sock, address, ip, connections)
-            accepted += 1
 
     def _admit(
         self, sock: socket.socket, address: Any, ip: bool, connections: trio.Nursery
@@ -361,24 +315,18 @@ class HTTPServer:
         elif self._doorway is None:
             spawn(connections, "a connection", self._serve_socket, sock, group, host)
         else:
-            self._connections_total += 1
+            self._connections_total += 1  # (the task counts no arrival again)
             self._doorway.admit(sock, host, group, self._shutdown.is_set())
 
-    async def _serve_arrival(self, sock: socket.socket, conn: Connection, first: First) -> None:
-        """Serve a connection whose first head arrived without a task (`_arrivals.py`)."""
-        try:
-            try:
-                io = SocketIO(sock, self._batch, self.config.write_timeout_s)
-            except OSError:
-                self._connections.discard(conn)
-                sock.close()
-                return
-            conn.interruptible = io
-            await self._serve(io, conn=conn, first=first)
-        finally:
-            self.quota.leave(group_of(conn))
-
-    async def _serve_socket(self, sock: socket.socket, group: str, host: str) -> None:
+    async def _serve_socket(
+        self,
+        sock: socket.socket,
+        group: str,
+        host: str,
+        conn: Connection | None = None,
+        first: First = None,
+    ) -> None:
+        """Serve a connection accepted, or an arrival's (`conn`, `first`: `Doorway.start`)."""
         config = self.config
         context = self.tls
         try:
@@ -388,9 +336,14 @@ class HTTPServer:
                 batch = self._batch if context is None else None
                 io = SocketIO(sock, batch, config.write_timeout_s)
             except OSError:
+                if conn is not None:
+                    self._connections.discard(conn)
                 sock.close()  # reset before we got to it
                 return
-            if context is None:
+            if conn is not None:
+                conn.interruptible = io
+                await self._serve(io, conn=conn, first=first)
+            elif context is None:
                 await self._serve(io, host, io if self._interruptible else None, group)
             else:
                 tls = TLSStream(io, context, config.receive_chunk_bytes)
@@ -414,8 +367,7 @@ class HTTPServer:
         conn: Connection | None = None,
         first: First = None,
     ) -> None:
-        """Serve one connection: a new one, or an arrival's (`conn`, and what
-        its parser said last: `first`)."""
+        """Serve a connection: a new one, or an arrival's (`_serve_socket`)."""
         timer = trio.CancelScope()
         if conn is None:
             self._connections_total += 1
@@ -580,6 +532,66 @@ class HTTPServer:
                 observer.http_answered(method, http.status, started)
             if http.must_close:
                 return False
+
+
+def _doorway(server: HTTPServer, connections: trio.Nursery) -> Doorway | None:
+    """Where `server`'s new plain connections wait for their first head, their
+    tasks started in `connections` (None: each gets its task at once)."""
+    lane = server._limits.lane
+    if lane is None or server.tls is not None:
+        return None
+    doorway = Doorway(server.config, lane, server._connections, server.quota, server._dates)
+    doorway.serve_in(connections, server._serve_socket)
+    return doorway
+
+
+async def _accept_loop(
+    server: HTTPServer, listener: socket.socket, connections: trio.Nursery
+) -> None:
+    accepted = 0
+    ip = listener.family in (socket.AF_INET, socket.AF_INET6)
+    spread = server.spread
+    admit = server._admit if spread is None or not ip else spread.admit_or_pass
+    while True:
+        if accepted >= ACCEPTS_PER_TURN:
+            accepted = 0
+            await take_turn()
+        try:
+            sock, address = listener.accept()
+        except BlockingIOError:
+            await trio.lowlevel.wait_readable(listener)
+            accepted = ACCEPTS_PER_TURN  # (the first accepts wait for a turn too)
+            continue
+        except OSError as exc:
+            if exc.errno not in RESOURCE_ERRNOS:
+                raise
+            # Out of file descriptors or memory: wait, don't spin (as trio does).
+            logger.error("accept failed: %s; retrying in 100 ms", exc)
+            await trio.sleep(0.1)
+            continue
+        admit(sock, address, ip, connections)
+        accepted += 1
+
+
+def _drain(
+    server: HTTPServer, listeners: list[Any], connections: trio.Nursery, clock: trio.Nursery
+) -> None:
+    """The drain's moment to stop accepting (the module docstring): close the
+    listeners (serving what their queues hold), give the connections waiting
+    for a request a last grace, keep the connections' nursery open for the
+    arrivals still arriving, and end what still runs at the deadline."""
+    _close_listeners(listeners, server._admit, connections)
+    server._listener_closed = True
+    if server._stages is not None:
+        server._stages.listener_closed()
+    for conn in list(server._connections):
+        conn.drain()
+    if server._doorway is not None:
+        spawn(connections, "the last arrivals", server._doorway.lane.arrivals_gone)
+    deadline = trio.current_time() + server.config.shutdown_timeout_s
+    clock.start_soon(
+        in_python, _stop_at, deadline, connections, server._connections, server._stages
+    )
 
 
 def _with_peer_listener(listeners: list[Any], path: str | None, backlog: int | None) -> Any:
