@@ -1,8 +1,9 @@
-"""The trio shell: listeners, one task per connection, time limits, shutdown.
+"""The trio shell: listeners, a task per connection, time limits, shutdown.
 
 Everything protocol-shaped is decided by `HTTP11Connection`; this module only
-moves bytes, owns tasks and applies time limits. Each connection task is the
-only writer on its socket, so response bytes and stream chunks never tear.
+moves bytes, owns tasks and applies time limits. Each connection's task (until
+it starts, its `Arrival`) is the only writer on its socket, so response bytes
+and stream chunks never tear.
 `serve` runs a server in the caller's nursery; `run` (``_run.py``) runs one
 from a script, with signals and start-up errors handled.
 
@@ -106,9 +107,9 @@ _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
 #: How many connections the accept loop admits per turn (`_turns.py`): each
-#: new connection's first step (about 70 µs) runs in the next batch, ahead of
-#: the requests woken with it, so a flood of connections must come a few at a
-#: time.
+#: new connection's first read and parse run in the turn, and the first step
+#: of the task of one whose request came whole in the next batch, ahead of the
+#: requests woken with it, so a flood of connections must come a few at a time.
 ACCEPTS_PER_TURN: Final = 8
 #: How long a `DrainStages` handler's ``deadline_passed`` may take before the
 #: answers still running are cancelled anyway.
@@ -213,7 +214,7 @@ class HTTPServer:
         if self.observer is not None:
             self.observer.serving(self)
         self.peer_socket: str | None = getattr(handler, "peer_socket", None)  # (`serve_hop`)
-        #: Where new connections' first heads arrive with no task (`_doorway`).
+        #: Where new connections' first heads arrive with no task (`_open_doorway`).
         self._doorway: Doorway | None = None
 
     @property
@@ -273,7 +274,7 @@ class HTTPServer:
                 start_clock(clock, self.enforce_timeouts, self._limits, self._interruptible)
                 async with trio.open_nursery() as connections:
                     self._limits.watchers = connections
-                    self._doorway = _doorway(self, connections)
+                    self._doorway = _open_doorway(self, connections)
                     async with trio.open_nursery() as acceptors:
                         for sock in listeners:
                             acceptors.start_soon(in_python, _accept_loop, self, sock, connections)
@@ -534,7 +535,7 @@ class HTTPServer:
                 return False
 
 
-def _doorway(server: HTTPServer, connections: trio.Nursery) -> Doorway | None:
+def _open_doorway(server: HTTPServer, connections: trio.Nursery) -> Doorway | None:
     """Where `server`'s new plain connections wait for their first head, their
     tasks started in `connections` (None: each gets its task at once)."""
     lane = server._limits.lane
