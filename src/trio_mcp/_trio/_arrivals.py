@@ -236,3 +236,7 @@ class Arrival:
         conn = self.conn
         doorway.connections.discard(conn)
         doorway.quota.leave(group_of(conn))
+        # (the connection still names this arrival as its socket and scope,
+        # for an ending the sweeper chose already: each method here asks for
+        # the socket first; without the cycle, refcounts free them both)
+        del self.conn
