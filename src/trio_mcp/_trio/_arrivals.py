@@ -7,9 +7,9 @@ not whole yet (a slow client, or a slowloris trickling it) waits in the slow
 lane (`SlowLane.arrive`) with no task: the lane reads what comes, a few
 reads per turn, into the connection's parser, and the task starts once the
 parser has something to say (a request, a refusal) or the head is in and a
-body follows. A task and its coroutines hold about 5 KB, and starting one,
-waking it for a 408 and ending it cost as much again as the rest of a
-slowloris connection's life (benchmarks/README.md).
+body follows. A task (its coroutines, its start, a wake for the 408, its
+end) was most of what a slowloris connection held and cost
+(benchmarks/README.md, "Arrivals").
 
 An arrival is a `Connection` like any other for the sweeper, which times it
 by its phase (the idle limit until its first bytes, then the head limit,
@@ -32,7 +32,7 @@ import trio
 from .._config import ServerConfig
 from .._errors import RemoteProtocolError
 from .._http._connection import CLOSED, HEAD, IDLE, NEED_DATA, Event
-from ._connection import Connection, DateCache, http_connection
+from ._connection import TOO_SLOW, Connection, DateCache, http_connection
 from ._quotas import ConnectionQuota
 from ._tasks import spawn
 
@@ -45,8 +45,6 @@ First = Event | RemoteProtocolError | None
 #: Serves an arrival in a task: its socket, address group and client, its
 #: connection, what its parser said (`HTTPServer._serve_socket`).
 Serve = Callable[[socket.socket, str, str, Connection, First], Awaitable[None]]
-
-_TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 
 logger = logging.getLogger("trio_mcp.server")
 
@@ -205,7 +203,7 @@ class Arrival:
         """A head past its limit: what the kernel takes of a 408 goes now,
         then the socket closes (a slowloris is not owed a lingering close)."""
         if self.sock is not None:
-            self.send_nowait(self.conn.http.error_response(_TOO_SLOW, self.doorway.dates.get()))
+            self.send_nowait(self.conn.http.error_response(TOO_SLOW, self.doorway.dates.get()))
             self.close()
 
     def send_nowait(self, data: bytes) -> int:

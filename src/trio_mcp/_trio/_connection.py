@@ -12,6 +12,7 @@ from math import inf
 from typing import TYPE_CHECKING, Final, Protocol
 
 from .._config import ServerConfig
+from .._errors import RemoteProtocolError
 from .._http._connection import HEAD, IDLE, HTTP11Connection
 from .._http._forwarded import NO_PROXY, Trust
 from .._http._handler import Cancellable, SlowAnswer
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 #: one): a client or proxy that was about to send it sends it at once; one
 #: that stays silent is not owed the whole idle timeout.
 LAST_REQUEST_GRACE_S: Final = 1.0
+
+#: A head or body that took longer than its limit.
+TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 
 
 class DateCache:

@@ -76,6 +76,7 @@ from ._arrivals import Doorway, First
 from ._closing import LINGER_S, close_connection, send_quietly
 from ._connection import (
     LAST_REQUEST_GRACE_S,
+    TOO_SLOW,
     ByteStream,
     Connection,
     DateCache,
@@ -102,7 +103,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("trio_mcp.server")
 
-_TOO_SLOW: Final = RemoteProtocolError("request took too long to arrive", 408)
 _INTERNAL_ERROR: Final = Response(
     500, [(b"content-type", b"text/plain; charset=utf-8")], b"internal server error\n"
 )
@@ -733,11 +733,11 @@ async def _answer_overdue(
         # (a client still sending may see a reset; one that trickles its head
         # is not owed more).
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            interruptible.send_nowait(http.error_response(_TOO_SLOW, dates.get()))
+            interruptible.send_nowait(http.error_response(TOO_SLOW, dates.get()))
         return True
     if conn.timer.cancelled_caught and http.phase in (HEAD, BODY):
         with trio.move_on_after(LINGER_S):
-            await send_quietly(stream, http.error_response(_TOO_SLOW, dates.get()))
+            await send_quietly(stream, http.error_response(TOO_SLOW, dates.get()))
         return False
     return peer_gone
 
