@@ -7,6 +7,7 @@ independent implementation.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import subprocess
 import sys
@@ -22,6 +23,24 @@ import trio
 from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@contextlib.contextmanager
+def cycle_garbage() -> Iterator[set[str]]:
+    """The type names of what only the cycle collector would free of what
+    the block left behind (the collector is off meanwhile): filled at exit."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)  # (what a collection finds is kept, to be looked at)
+    left: set[str] = set()
+    try:
+        yield left
+        gc.collect()
+        left.update(type(o).__name__ for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
 
 
 def load_example(name: str) -> ModuleType:

@@ -4,7 +4,6 @@ closed at once (a 2025 session's request, whose events a resume can fetch)."""
 
 from __future__ import annotations
 
-import gc
 import itertools
 import os
 import socket
@@ -16,6 +15,7 @@ import trio
 from _support import (
     MCP,
     connect,
+    cycle_garbage,
     initialize_body,
     mcp_post,
     modern_body,
@@ -111,18 +111,9 @@ async def test_a_cancelled_call_is_freed_without_the_cycle_collector(start_mcp) 
     down by 40 MB, and the collection stalled the server for 100-240 ms)."""
     hanging = Hanging()
     server = await start_mcp(hanging.app, http=QUICK_TICKS)
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # (what a collection finds is kept, to be looked at)
-    try:
+    with cycle_garbage() as left:
         await vanish_from_2026_calls(server.ports[0], hanging)
         await hanging.until(lambda: server.statistics().connections_open == 0, "connections gone")
-        gc.collect()
-        left = {type(o).__name__ for o in gc.garbage}
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
     assert not left & {
         "Connection",
         "ConnectionWriter",

@@ -4,14 +4,13 @@ refused, counted and ended as a connection with a task would be."""
 
 from __future__ import annotations
 
-import gc
 import socket
 import struct
 
 import pytest
 import trio
 import trio.testing
-from _support import Client, connect, post, start_ok_server
+from _support import Client, connect, cycle_garbage, post, start_ok_server
 
 from trio_mcp import HTTPServer, Request, Response, ServerConfig, serve
 from trio_mcp._trio._arrivals import Arrival
@@ -282,10 +281,7 @@ async def test_an_ended_arrival_is_freed_without_the_cycle_collector(
     or each slowloris connection would hold its parser and buffers until a
     full collection (the soak's RSS rose 12 MB a minute)."""
     server = await start_ok_server(nursery, head_timeout_s=0.5, idle_timeout_s=0.5)
-    gc.collect()
-    gc.disable()
-    gc.set_debug(gc.DEBUG_SAVEALL)  # (what a collection finds is kept, to be looked at)
-    try:
+    with cycle_garbage() as left:
         overdue = await connect(server.ports[0])
         await overdue.send(HEAD_START)
         silent = await connect(server.ports[0])
@@ -302,10 +298,4 @@ async def test_an_ended_arrival_is_freed_without_the_cycle_collector(
         await until(lambda: not server._connections)
         for client in (overdue, silent, refused):
             await client.stream.aclose()
-        gc.collect()
-        left = {type(o).__name__ for o in gc.garbage}
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.enable()
     assert not left & {"Arrival", "Connection", "HTTP11Connection"}
