@@ -195,7 +195,7 @@ class Arrival:
         self.sock = None
         doorway = self.doorway
         if self.in_lane:
-            doorway.lane.leave(sock)
+            doorway.lane.forget(sock)  # (its task reads it from now)
         doorway.start(sock, conn, first)
         return False
 

@@ -216,15 +216,6 @@ class SlowLane:
         if arriving.pop(fd, None) is not None and not arriving and self._no_arrivals is not None:
             self._no_arrivals.set()
 
-    def leave(self, sock: socket.socket) -> None:
-        """An arrival's task takes `sock` over: stop reading for it."""
-        fd = sock.fileno()
-        self._arrival_left(fd)
-        # (its registration is disarmed until re-armed, but its number may be
-        # reused once the socket closes, and a stale one must not fire then)
-        with contextlib.suppress(OSError, ValueError):
-            self._epoll.unregister(fd)
-
     def _read_for(self, fd: int, record: Gathering) -> None:
         """Read what came for a gathering read, and wake it if it is done."""
         assert record.sock is not None and record.task is not None
@@ -252,8 +243,8 @@ class SlowLane:
         reschedule(record.task, Value(record.gathered()))
 
     def forget(self, sock: socket.socket) -> None:
-        """`sock` is about to close: stop watching it, and a read waiting on it
-        gets ``trio.ClosedResourceError``."""
+        """`sock` is about to close, or an arrival's task takes it over: stop
+        watching it, and a read waiting on it gets ``trio.ClosedResourceError``."""
         fd = sock.fileno()
         if fd < 0:
             return
