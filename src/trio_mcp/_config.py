@@ -291,7 +291,9 @@ class MCPConfig:
             never a stream (progress and log messages are then not sent).
         stateless: serve requests without a session (no initialize needed);
             initialize still works but mints no session id.
-        max_sessions: live sessions at most; initialize beyond gets 503.
+        max_sessions: live sessions at most. Beyond, an initialize ends the
+            longest-idle session (idle for two sweeps) of a client holding two
+            more than its own, or gets 503.
         max_sessions_per_client: live sessions of one client at most: one
             principal, or one address (IPv6: one /64) for requests without
             one; None is a quarter of ``max_sessions``. Initialize beyond gets

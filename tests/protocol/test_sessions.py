@@ -6,6 +6,8 @@ import itertools
 import os
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trio_mcp._protocol._sessions import SessionIds, SessionsFull, SessionTable, new_session_id
 
@@ -157,3 +159,91 @@ def test_a_full_table_says_when_its_first_session_could_expire() -> None:
     with pytest.raises(SessionsFull) as refused:
         sessions.create(None, "2025-11-25", {}, {}, now=60)
     assert not refused.value.per_client and refused.value.retry_after_s == 50
+
+
+def shared_table(max_sessions: int = 4, grace: float = 20.0) -> SessionTable:
+    """A table of 100 s idle time, shared by owners (the memory store's grace:
+    two sweeps, each of which touches the sessions in use)."""
+    counter = itertools.count()
+    return SessionTable(
+        max_sessions, 100.0, new_id=lambda: f"s{next(counter)}", grace_s=grace, max_per_owner=10
+    )
+
+
+def test_a_full_table_ends_an_idle_session_of_a_heavier_client() -> None:
+    """A flood of sessions from many addresses, each within its share, once
+    filled the table until the sessions expired: every new client got 503."""
+    sessions = shared_table()
+    flood = [sessions.create(None, "2025-11-25", {}, {}, now=t, owner="flood") for t in range(4)]
+    sessions.get(flood[0].id, now=10)  # used since: the longest idle is now the second
+    newcomer = sessions.create(None, "2025-11-25", {}, {}, now=30, owner="newcomer")
+    assert sessions.get(flood[1].id, now=30) is None
+    assert sessions.expire(now=30) == [flood[1]]  # reported once, to be released
+    assert sessions.expire(now=31) == []
+    assert len(sessions) == 4 and sessions.get(newcomer.id, now=31) is newcomer
+    assert sessions.get(flood[0].id, now=31) is flood[0]
+
+
+def test_a_session_used_within_the_grace_is_not_ended_for_another() -> None:
+    # its owner's sweeps touch a session in use at least once per grace, so one
+    # idle for less may have a request running or a stream open
+    sessions = shared_table(grace=20.0)
+    for t in range(4):
+        sessions.create(None, "2025-11-25", {}, {}, now=t, owner="flood")
+    with pytest.raises(SessionsFull) as refused:
+        sessions.create(None, "2025-11-25", {}, {}, now=15, owner="newcomer")
+    assert not refused.value.per_client
+    assert refused.value.retry_after_s == 5  # when the first passes the grace: 0 + 20 - 15
+    sessions.touch([s.id for s in sessions.live()], now=19)
+    with pytest.raises(SessionsFull) as refused:
+        sessions.create(None, "2025-11-25", {}, {}, now=30, owner="newcomer")
+    assert refused.value.retry_after_s == 9  # 19 + 20 - 30
+    assert len(sessions) == 4 and sessions.expire(now=30) == []
+
+
+def test_only_a_client_two_sessions_heavier_gives_one_up() -> None:
+    # ending one of b's for a would leave a as heavy as b was: no fairer
+    sessions = shared_table(max_sessions=3)
+    sessions.create(None, "2025-11-25", {}, {}, now=0, owner="a")
+    sessions.create(None, "2025-11-25", {}, {}, now=0, owner="b")
+    sessions.create(None, "2025-11-25", {}, {}, now=0, owner="b")
+    with pytest.raises(SessionsFull) as refused:
+        sessions.create(None, "2025-11-25", {}, {}, now=50, owner="a")
+    assert refused.value.retry_after_s == 70  # the first expiry: 0 + 100 + 20 - 50
+    sessions.create(None, "2025-11-25", {}, {}, now=50, owner="c")  # c holds none
+    assert sessions.owners() == 3 and len(sessions) == 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcd"), st.integers(0, 30), st.booleans()),
+        max_size=60,
+    )
+)
+def test_room_is_made_as_the_rule_says(steps: list[tuple[str, int, bool]]) -> None:
+    """Random creates and uses by four owners: each refusal and each ending
+    matches the rule (the longest-idle session past the grace of an owner two
+    heavier than the newcomer ends for it), and the bounds hold."""
+    sessions = shared_table(max_sessions=5, grace=20.0)
+    now = 0
+    for owner, wait, use in steps:
+        now += wait
+        live = [s for s in sessions.live() if now - s.last_active <= 120]
+        if use and live:
+            sessions.get(live[now % len(live)].id, now=now)
+            continue
+        counts = {o: sum(s.owner == o for s in live) for o in "abcd"}
+        mine = counts[owner]
+        victims = [s for s in live if counts[s.owner] >= mine + 2 and now - s.last_active > 20]
+        expected = min(victims, key=lambda s: s.last_active) if victims else None
+        if len(live) < 5:
+            sessions.create(None, "2025-11-25", {}, {}, now=now, owner=owner)
+        elif expected is None:
+            with pytest.raises(SessionsFull):
+                sessions.create(None, "2025-11-25", {}, {}, now=now, owner=owner)
+        else:
+            sessions.create(None, "2025-11-25", {}, {}, now=now, owner=owner)
+            assert sessions.get(expected.id, now=now) is None
+        assert len(sessions) <= 5
+        sessions.expire(now=now)

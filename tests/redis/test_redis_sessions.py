@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 import trio
-from _support import MCP, connect, initialize_body
+from _support import MCP, Client, Reply, connect, initialize_body
 from redis_fixtures import COREDIS_LEFTOVERS, StartRedis, StartReplica
 
 from trio_mcp import MCPConfig, Server
@@ -94,7 +94,8 @@ async def test_the_session_bound_holds_across_replicas(
             version=None,
         )
     assert reply.status == 503, reply.body
-    assert reply.header(b"retry-after") is not None
+    # when the first could expire (it said 1 s, always, before)
+    assert 1800 <= int(reply.header(b"retry-after") or 0) <= 1800 + 20
     # ending one on the other replica makes room everywhere
     async with await connect(ports[0]) as client:
         await client.send(
@@ -133,8 +134,53 @@ async def test_one_client_share_holds_across_replicas(
         version=None,
     )
     assert reply.status == 429, reply.body
+    assert 1800 <= int(reply.header(b"retry-after") or 0) <= 1800 + 20
     await mcp.client.stream.aclose()
     await first.client.stream.aclose()
+
+
+async def session_from(port: int, source: str) -> tuple[Reply, MCP]:
+    """An initialize from `source` (a loopback address: its own client): the
+    reply, and the MCP client (its session set when it got one)."""
+    sock = trio.socket.socket()
+    await sock.bind((source, 0))
+    await sock.connect(("127.0.0.1", port))
+    mcp = MCP(Client(trio.SocketStream(sock)))
+    reply = await mcp.post(initialize_body(), session=None, version=None)
+    session = reply.header(b"mcp-session-id")
+    if session is not None:
+        mcp.session, mcp.version = session.decode(), "2025-11-25"
+    return reply, mcp
+
+
+async def test_a_full_store_ends_an_idle_session_of_a_heavier_client(
+    start_redis: StartRedis, start_replica: StartReplica
+) -> None:
+    """As the memory store does (tests/protocol/test_sessions.py): one client's
+    unused sessions no longer keep every other client out of a full store."""
+    redis = await start_redis()
+    # sweeps every 0.5 s: a session idle past the grace (1 s) has nothing running
+    config = {"max_sessions": 3, "max_sessions_per_client": 3, "session_idle_timeout_s": 2.0}
+    ports = [await start_replica(replica_app(f"r{i}"), redis.url, **config) for i in (1, 2)]
+    flood = []
+    for _ in range(3):
+        reply, mcp = await session_from(ports[0], "127.0.0.2")
+        assert reply.status == 200
+        flood.append(mcp)
+    reply, refused = await session_from(ports[1], "127.0.0.3")
+    assert reply.status == 503  # none idle past the grace yet: when the first will be
+    assert reply.header(b"retry-after") in (b"1", b"2")  # (not the 3 s of its expiry)
+    await trio.sleep(1.3)
+    reply, alice = await session_from(ports[1], "127.0.0.3")
+    assert reply.status == 200
+    # the first made room, on both replicas (the maker's copy was dropped by
+    # the message the create published)
+    assert [(await call_on(ports[0], mcp, 1))[0] for mcp in flood] == [404, 200, 200]
+    assert (await call_on(ports[1], flood[0], 2))[0] == 404
+    reply, again = await session_from(ports[0], "127.0.0.2")  # two more than alice's one
+    assert reply.status == 503
+    for mcp in (*flood, refused, alice, again):
+        await mcp.client.stream.aclose()
 
 
 async def test_delete_on_one_replica_ends_the_session_everywhere(

@@ -147,7 +147,9 @@ class SessionTable:
     A session expires when it has not been used for `idle_timeout_s` (plus
     `grace_s`); its owner keeps a session that is busy (a request running, a
     stream open) from expiring by touching it (`touch`) at least once per
-    timeout.
+    `grace_s` (the memory store's grace is two sweeps, and each sweep touches
+    the busy ones). A full table makes room for a light owner's new session
+    (`_make_room`).
     """
 
     __slots__ = (
@@ -208,7 +210,7 @@ class SessionTable:
         ):
             self._expire(now)
             if len(self._sessions) >= self.max_sessions:
-                raise SessionsFull(self._first_expiry_s(now, None))
+                self._make_room(owner, now)
             if dict.get(owned, owner, 0) >= self.max_per_owner:
                 raise SessionsFull(self._first_expiry_s(now, owner), per_client=True)
         session_id = self._new_id()
@@ -227,6 +229,36 @@ class SessionTable:
         self._sessions[session_id] = session
         owned[owner] = dict.get(owned, owner, 0) + 1
         return session
+
+    def _make_room(self, owner: str, now: float) -> None:
+        """Room in the full table for a session of `owner`, or SessionsFull.
+
+        The longest-idle session of an owner holding at least two sessions
+        more than `owner` ends, if it has been idle for longer than the grace:
+        the table's owner touches the sessions in use at least that often, so
+        such a session has nothing running. (One more would leave `owner` as
+        heavy as the other was: no fairer.) Without this, clients from many
+        addresses, each within its share, could fill the table with sessions
+        they never use and keep every other client out until those expire.
+        The ended session is reported by `expire` like an expired one.
+        """
+        owned = self._owned
+        heavier = dict.get(owned, owner, 0) + 2
+        settled = now - self.grace_s
+        victim: Session | None = None
+        for session in self._sessions.values():
+            if owned[session.owner] >= heavier and (
+                victim is None or session.last_active < victim.last_active
+            ):
+                victim = session
+        if victim is None or victim.last_active >= settled:
+            retry_s = self._first_expiry_s(now, None)
+            if victim is not None:  # it may pass the grace sooner
+                retry_s = min(retry_s, max(1, math.ceil(victim.last_active - settled)))
+            raise SessionsFull(retry_s)
+        del self._sessions[victim.id]
+        self._removed(victim)
+        self._ended.append(victim)
 
     def _first_expiry_s(self, now: float, owner: str | None) -> int:
         """Whole seconds until the first session (of `owner`, or of all) could

@@ -40,21 +40,66 @@ _NOW = """local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
-#: KEYS: index, owner's share, record; ARGV: max, max per owner, ttl ms, id, fields...
+#: Lua: end session `id` of `owner` now (its record, its subscriptions and
+#: its places in the indexes); the process that holds it finds it gone at
+#: its next sweep (ENDED) and releases what it held.
+_FINISH = """local function finish(prefix, id, owner)
+  local record, subscriptions = prefix .. ':{' .. id .. '}:s', prefix .. ':{' .. id .. '}:u'
+  for _, uri in ipairs(redis.call('SMEMBERS', subscriptions)) do
+    redis.call('SREM', prefix .. ':uri:' .. uri, id)
+  end
+  redis.call('DEL', record, subscriptions)
+  redis.call('ZREM', prefix .. ':sessions', id)
+  redis.call('ZREM', prefix .. ':owner:' .. owner, id)
+end
+"""
+
+#: KEYS: index, owner's share, record; ARGV: max, max per owner, ttl ms,
+#: grace ms, prefix, channel, process, id, fields... {0, the id of the session
+#: that made room or ''}, or a refusal {1 (table full) or 2 (owner's share
+#: full), ms until room may come}. Room in a full table as `SessionTable`
+#: makes it: the longest idle (of the 16 idle longest) of an owner holding two
+#: sessions more, once idle past the grace; the scores are expiry times, the
+#: last use written back plus the ttl.
 CREATE = (
     _NOW
+    + _FINISH
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 1 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then return 2 end
 local ttl = tonumber(ARGV[3])
-redis.call('ZADD', KEYS[1], now + ttl, ARGV[4])
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[4])
+local ended = ''
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  local prefix = ARGV[5]
+  local heavier = redis.call('ZCARD', KEYS[2]) + 2
+  local settled = now + ttl - tonumber(ARGV[4])
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 15, 'WITHSCORES')
+  local wait = tonumber(oldest[2]) - now
+  for i = 1, #oldest, 2 do
+    local id, score = oldest[i], tonumber(oldest[i + 1])
+    local owner = redis.call('HGET', prefix .. ':{' .. id .. '}:s', 'o')
+    if owner and redis.call('ZCARD', prefix .. ':owner:' .. owner) >= heavier then
+      if score >= settled then
+        wait = math.min(wait, score - settled + 1)
+        break
+      end
+      finish(prefix, id, owner)
+      redis.call('PUBLISH', ARGV[6], ARGV[7] .. ' ' .. id)
+      ended = id
+      break
+    end
+  end
+  if ended == '' then return {1, wait} end
+end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
+  return {2, tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]) - now}
+end
+redis.call('ZADD', KEYS[1], now + ttl, ARGV[8])
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[8])
 redis.call('PEXPIRE', KEYS[2], ttl)
-redis.call('HSET', KEYS[3], unpack(ARGV, 5))
+redis.call('HSET', KEYS[3], unpack(ARGV, 9))
 redis.call('PEXPIRE', KEYS[3], ttl)
-return 0
+return {0, ended}
 """
 )
 
@@ -94,18 +139,16 @@ return ended
 )
 
 #: KEYS: record, subscriptions; ARGV: prefix, id, channel, message
-DELETE = """
+DELETE = (
+    _FINISH
+    + """
 local owner = redis.call('HGET', KEYS[1], 'o')
 if not owner then return 0 end
-for _, uri in ipairs(redis.call('SMEMBERS', KEYS[2])) do
-  redis.call('SREM', ARGV[1] .. ':uri:' .. uri, ARGV[2])
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('ZREM', ARGV[1] .. ':sessions', ARGV[2])
-redis.call('ZREM', ARGV[1] .. ':owner:' .. owner, ARGV[2])
+finish(ARGV[1], ARGV[2], owner)
 redis.call('PUBLISH', ARGV[3], ARGV[4])
 return 1
 """
+)
 
 #: KEYS: record; ARGV: channel, message, fields...
 CHANGE = """
@@ -208,6 +251,9 @@ class RedisSessionStore:
         self.max_per_owner = config.sessions_per_client
         #: a record's TTL: the idle timeout, plus how late a use may be written
         self.ttl_ms = max(1, math.ceil((config.session_idle_timeout_s + grace_s) * 1000))
+        #: how long a session is idle, at least, before it makes room for
+        #: another in a full store: the sweeps touch the busy ones more often
+        self.grace_ms = math.ceil(grace_s * 1000)
         self.cache_s = config.redis_session_cache_s
         self.principal_key = principal_key
         #: the records this process created or read, and until when each is fresh
@@ -277,13 +323,17 @@ class RedisSessionStore:
             "m",
             link.process,
         ]
+        bounds = [self.max_sessions, self.max_per_owner, self.ttl_ms, self.grace_ms]
+        args = [*bounds, _prefix(link), self._channel, link.process, session_id, *fields]
         with answering_503(link):
-            refused = await link.script("create", CREATE)(
+            refused, detail = await link.script("create", CREATE)(
                 keys=[self._index, link.key("owner", owner), link.session_key(session_id, "s")],
-                args=[self.max_sessions, self.max_per_owner, self.ttl_ms, session_id, *fields],
+                args=args,
             )
         if refused:
-            raise SessionsFull(per_client=refused == 2)
+            raise SessionsFull(max(1, math.ceil(int(detail) / 1000)), per_client=refused == 2)
+        if detail:  # a session that made room: read again (gone) when next used here
+            self._fresh_until.pop(detail.decode(), None)
         now = trio.current_time()
         session = Session(
             session_id,

@@ -13,7 +13,9 @@ one's place without a change to the endpoint):
   change is a call (`update`, `set_log_level`, `subscribe`, `unsubscribe`),
   each atomic on its own, and a later `get` sees it.
 - `create` checks the bound and adds the session atomically (SessionsFull
-  when there is no room, even after expiring what has expired).
+  when there is no room, even after expiring what has expired and making
+  room as `SessionTable._make_room` does); a session that made room is
+  reported by `expire` like an expired one.
 - `get` refreshes the session's last use; `touch` does so for the sessions
   the caller is busy with. A session unused for the idle timeout expires:
   `get` no longer finds it, and `expire` reports it exactly once to one
