@@ -1,5 +1,6 @@
 """A broadcast to every session: a slice of sessions per scheduler step, and
-numbered and kept only for the sessions a client could resume.
+numbered and kept only for the sessions a client could resume. A sweep that
+ends many sessions releases a slice of them per step too.
 
 Issue 22: with a thousand sessions, one broadcast was one step of a few
 milliseconds that every request behind it waited for, and it filled a buffer
@@ -12,7 +13,7 @@ from __future__ import annotations
 import trio
 
 from trio_mcp._config import MCPConfig
-from trio_mcp._mcp._fanout import _BROADCAST_SLICE, Broadcaster, Sweeper
+from trio_mcp._mcp._fanout import _BROADCAST_SLICE, _RELEASE_SLICE, Broadcaster, Sweeper
 from trio_mcp._mcp._streams import Outbox
 from trio_mcp._stores._stores import memory_stores
 
@@ -111,3 +112,29 @@ async def test_a_broadcast_is_kept_only_for_sessions_that_have_had_a_stream() ->
     assert [len(events[s].streams[0]) for s in never[:2]] == [1, 1]
     assert never[2] not in events
     assert len(events[streaming[0]].streams[0]) == 2
+
+
+async def test_a_sweep_that_ends_many_sessions_lets_other_tasks_run_between_slices() -> None:
+    """A flood's sessions expire together: a sweep once released a few hundred
+    in one step (the soak's worst seconds, 14-15 ms)."""
+    broadcaster, sweeper = _fan_out()
+    session_ids = await _sessions(broadcaster, 3 * _RELEASE_SLICE + 1)
+    turns = 0
+    done = False
+
+    async def other_task() -> None:
+        nonlocal turns
+        while not done:
+            turns += 1
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(other_task)
+        await trio.lowlevel.checkpoint()
+        turns = 0
+        await sweeper._sweep(10 * 1800.0)  # all idle past the timeout
+        during = turns
+        done = True
+    assert during >= 2  # between the first slice and the last (before: never)
+    assert broadcaster.sessions.count() == 0
+    assert [await broadcaster.sessions.get(s) for s in session_ids] == [None] * len(session_ids)

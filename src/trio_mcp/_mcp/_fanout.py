@@ -45,6 +45,8 @@ BROADCAST_QUEUE: Final = 1024
 # Sessions per event-store call, and per scheduler step, when a notification
 # goes to every session.
 _BROADCAST_SLICE: Final = 256
+#: Sessions a sweep releases in one turn.
+_RELEASE_SLICE: Final = 64
 #: Which subscriptions/listen flag lets each notification onto a listen stream.
 LISTEN_METHODS: Final = {
     "notifications/tools/list_changed": "toolsListChanged",
@@ -277,8 +279,12 @@ class Sweeper:
         sessions.tick(now)
         # sessions with a request running or a stream open here are in use
         await sessions.touch(self.requests.busy() | set(self.bus.attached()))
-        for session_id in await sessions.expire():
-            await self.release(session_id)
+        ended = await sessions.expire()
+        # (a flood's sessions expire together: a slice of them per turn)
+        for start in range(0, len(ended), _RELEASE_SLICE):
+            await take_turn()
+            for session_id in ended[start : start + _RELEASE_SLICE]:
+                await self.release(session_id)
         self.events.prune(now)
 
     async def release(self, session_id: str) -> None:
