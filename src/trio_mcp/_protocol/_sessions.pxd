@@ -17,6 +17,6 @@ cdef class Session:
 @cython.final
 cdef class SessionTable:
     cdef public object _sessions, max_sessions, max_per_owner, _owned, idle_timeout_s, grace_s
-    cdef public object _new_id, _ended, now
+    cdef public object _new_id, _ended, _next_expiry, now
     @cython.locals(session=Session)
     cpdef get(self, session_id, now)

@@ -161,6 +161,7 @@ class SessionTable:
         "grace_s",
         "_new_id",
         "_ended",
+        "_next_expiry",
         "now",
     )
 
@@ -185,6 +186,10 @@ class SessionTable:
         self._new_id = new_id
         # Sessions that expired and were not reported by `expire` yet.
         self._ended: list[Session] = []
+        # No session expires before this (a bound, not the time: sessions used
+        # since may expire later), so that creates at a full table, the ones
+        # a flood makes, need no look at every session to find none expired.
+        self._next_expiry = math.inf
         #: The owner's latest reading of its clock, for callers that pass "now"
         #: without reading the clock themselves (`grace_s` covers how far it lags).
         self.now = 0.0
@@ -228,6 +233,9 @@ class SessionTable:
         )
         self._sessions[session_id] = session
         owned[owner] = dict.get(owned, owner, 0) + 1
+        expiry = now + self.idle_timeout_s + self.grace_s
+        if expiry < self._next_expiry:
+            self._next_expiry = expiry
         return session
 
     def _make_room(self, owner: str, now: float) -> None:
@@ -246,26 +254,27 @@ class SessionTable:
         heavier = dict.get(owned, owner, 0) + 2
         settled = now - self.grace_s
         victim: Session | None = None
+        oldest = math.inf
         for session in self._sessions.values():
-            if owned[session.owner] >= heavier and (
-                victim is None or session.last_active < victim.last_active
-            ):
+            last = session.last_active
+            if last < oldest:
+                oldest = last
+            if owned[session.owner] >= heavier and (victim is None or last < victim.last_active):
                 victim = session
         if victim is None or victim.last_active >= settled:
-            retry_s = self._first_expiry_s(now, None)
-            if victim is not None:  # it may pass the grace sooner
-                retry_s = min(retry_s, max(1, math.ceil(victim.last_active - settled)))
-            raise SessionsFull(retry_s)
+            # when the first could expire, or the victim pass the grace
+            wait = oldest + self.idle_timeout_s + self.grace_s - now
+            if victim is not None:
+                wait = min(wait, victim.last_active - settled)
+            raise SessionsFull(max(1, math.ceil(wait)))
         del self._sessions[victim.id]
         self._removed(victim)
         self._ended.append(victim)
 
-    def _first_expiry_s(self, now: float, owner: str | None) -> int:
-        """Whole seconds until the first session (of `owner`, or of all) could
-        expire, if it stays idle: when a refused client may try again."""
-        oldest = min(
-            s.last_active for s in self._sessions.values() if owner is None or s.owner == owner
-        )
+    def _first_expiry_s(self, now: float, owner: str) -> int:
+        """Whole seconds until the first session of `owner` could expire, if it
+        stays idle: when a client refused for its share may try again."""
+        oldest = min(s.last_active for s in self._sessions.values() if s.owner == owner)
         wait = oldest + self.idle_timeout_s + self.grace_s - now
         return max(1, math.ceil(wait))
 
@@ -324,8 +333,18 @@ class SessionTable:
         return ended
 
     def _expire(self, now: float) -> None:
+        if now <= self._next_expiry:
+            return  # (none idle long enough yet)
         limit = self.idle_timeout_s + self.grace_s
-        gone = [s for s in self._sessions.values() if now - s.last_active > limit]
+        gone = []
+        oldest = math.inf
+        for session in self._sessions.values():
+            last = session.last_active
+            if now - last > limit:
+                gone.append(session)
+            elif last < oldest:
+                oldest = last
+        self._next_expiry = oldest + limit
         for session in gone:
             del self._sessions[session.id]
             self._removed(session)
