@@ -338,3 +338,28 @@ def test_the_start_up_line_names_the_redis(caplog: pytest.LogCaptureFixture) -> 
     (line,) = [r.getMessage() for r in caplog.records if "serving MCP" in r.getMessage()]
     assert "; sessions shared through redis://10.0.0.5:6379/2; build: " in line
     assert "hunter2" not in line
+
+
+async def test_a_session_found_gone_by_a_read_is_still_reported_to_the_sweep(
+    start_redis: StartRedis,
+) -> None:
+    """A process whose copy went stale read the record, found it gone (ended
+    by its TTL, by another replica's DELETE, or making room) and forgot the
+    session without reporting it: nothing the process held for it was
+    released, and its start time stayed in the metrics' table for good."""
+    from trio_mcp._stores._redis import RedisLink
+    from trio_mcp._stores._redis_sessions import RedisSessionStore
+
+    redis = await start_redis()
+    link = RedisLink(redis.url, "")
+    store = RedisSessionStore(link, MCPConfig(), 0.0, str)
+    async with link.opened():
+        session = await store.create(None, "2025-11-25", {}, {})
+        kept = await store.create(None, "2025-11-25", {}, {})
+        await link.client.delete([link.session_key(session.id, "s")])  # (gone in Redis)
+        store._fresh_until.clear()  # (the copies went stale)
+        assert await store.get(session.id) is None
+        assert await store.get(kept.id) is not None
+        assert await store.expire() == [session.id]
+        assert await store.expire() == []  # once
+        assert store.count() == 1

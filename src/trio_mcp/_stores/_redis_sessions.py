@@ -18,7 +18,9 @@ for at most the cache time: a request may then see an old log level or old
 subscriptions, or be served for a session just deleted elsewhere; nothing
 else. Uses are written back in one batch at each sweep (`touch`), never one
 round trip per request; `expire` asks Redis, once a sweep, which of the
-sessions this process knows have ended, and reports each once here.
+sessions this process knows have ended, and reports each once here (with
+those a read found gone meanwhile), so that the process releases what it
+held for them.
 """
 
 from __future__ import annotations
@@ -269,6 +271,8 @@ class RedisSessionStore:
         self.held: Callable[[], list[str]] = list
         #: sessions used since the last `touch` (written back then)
         self._touched: set[str] = set()
+        #: sessions this process knew that a read found gone, for `expire`
+        self._lapsed: list[str] = []
         self._index = link.key("sessions")
         self._channel = link.key("changed").encode()
         link.handlers[self._channel] = self._changed
@@ -389,6 +393,8 @@ class RedisSessionStore:
         found: list[Session | None] = []
         for session_id, answer in zip(session_ids, answers, strict=True):
             if not answer:
+                if session_id in self._copies:  # (what it held here is released)
+                    self._lapsed.append(session_id)
                 self._drop(session_id)
                 found.append(None)
                 continue
@@ -521,7 +527,8 @@ class RedisSessionStore:
         gone = [session_id.decode() for session_id in ended]
         for session_id in gone:
             self._drop(session_id)
-        return gone
+        lapsed, self._lapsed = self._lapsed, []
+        return gone + lapsed
 
     async def audience(self, uri: str | None) -> list[Session]:
         """The live sessions (subscribed to `uri`, when given) that hear this
