@@ -10,6 +10,8 @@ of theirs can hold an event id of one to resume from).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import trio
 
 from trio_mcp._config import MCPConfig
@@ -43,26 +45,34 @@ async def _attach(broadcaster: Broadcaster, session_ids: list[str]) -> dict[str,
     return outboxes
 
 
-async def test_a_broadcast_to_many_sessions_lets_other_tasks_run_between_slices() -> None:
-    broadcaster, _ = _fan_out()
-    session_ids = await _sessions(broadcaster, 3 * _BROADCAST_SLICE + 1)
-    outboxes = await _attach(broadcaster, session_ids)
-    turns = 0
+async def steps_of_another_task(work: Callable[[], Awaitable[None]]) -> int:
+    """How many steps another task, always runnable, takes while `work` runs."""
+    steps = 0
     done = False
 
     async def other_task() -> None:
-        nonlocal turns
+        nonlocal steps
         while not done:
-            turns += 1
+            steps += 1
             await trio.lowlevel.checkpoint()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(other_task)
         await trio.lowlevel.checkpoint()
-        turns = 0
-        await broadcaster._deliver_to_sessions(TOOLS_CHANGED, {}, None)
-        during = turns
+        steps = 0
+        await work()
+        during = steps
         done = True
+    return during
+
+
+async def test_a_broadcast_to_many_sessions_lets_other_tasks_run_between_slices() -> None:
+    broadcaster, _ = _fan_out()
+    session_ids = await _sessions(broadcaster, 3 * _BROADCAST_SLICE + 1)
+    outboxes = await _attach(broadcaster, session_ids)
+    during = await steps_of_another_task(
+        lambda: broadcaster._deliver_to_sessions(TOOLS_CHANGED, {}, None)
+    )
     # Four slices, so four steps of the broadcaster. The other task runs once
     # in each, before or after it: at least in the two between the first and
     # the last (before the change, never: the broadcast was one step).
@@ -119,22 +129,7 @@ async def test_a_sweep_that_ends_many_sessions_lets_other_tasks_run_between_slic
     in one step (the soak's worst seconds, 14-15 ms)."""
     broadcaster, sweeper = _fan_out()
     session_ids = await _sessions(broadcaster, 3 * _RELEASE_SLICE + 1)
-    turns = 0
-    done = False
-
-    async def other_task() -> None:
-        nonlocal turns
-        while not done:
-            turns += 1
-            await trio.lowlevel.checkpoint()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(other_task)
-        await trio.lowlevel.checkpoint()
-        turns = 0
-        await sweeper._sweep(10 * 1800.0)  # all idle past the timeout
-        during = turns
-        done = True
+    during = await steps_of_another_task(lambda: sweeper._sweep(10 * 1800.0))  # (all idle)
     assert during >= 2  # between the first slice and the last (before: never)
     assert broadcaster.sessions.count() == 0
     assert [await broadcaster.sessions.get(s) for s in session_ids] == [None] * len(session_ids)
