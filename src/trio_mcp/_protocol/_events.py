@@ -101,7 +101,7 @@ class SessionEvents:
         ):
             dropped = buffer.popleft()
             size -= len(dropped[2])
-            self.cost -= cost_of(dropped)
+            self.cost -= len(dropped[2]) + EVENT_OVERHEAD
             self.lose(stream, dropped[0])
         self.sizes[stream] = size
         if self.cost > limits.max_session_bytes:
@@ -122,8 +122,8 @@ class SessionEvents:
                     return
                 victim = 0
             dropped = streams.pop(victim)
-            self.cost -= sum(map(cost_of, dropped))
-            self.sizes.pop(victim, None)
+            # (`sizes` holds the stream's data bytes: no walk over its events)
+            self.cost -= self.sizes.pop(victim) + EVENT_OVERHEAD * len(dropped)
             if dropped:
                 self.lose(victim, dropped[-1][0])
 
@@ -133,7 +133,7 @@ class SessionEvents:
             while buffer and now - buffer[0][3] > max_age_s:
                 dropped = buffer.popleft()
                 self.sizes[stream] -= len(dropped[2])
-                self.cost -= cost_of(dropped)
+                self.cost -= len(dropped[2]) + EVENT_OVERHEAD
                 self.lose(stream, dropped[0])
             if not buffer:
                 del self.streams[stream]
@@ -175,10 +175,6 @@ class SessionEvents:
                     raise EventsLost(stream)  # (expired; the sweep has not dropped it yet)
                 events.append(StoredEvent(event_id, data))
         return events
-
-
-def cost_of(event: tuple[int, str, bytes, float]) -> int:
-    return len(event[2]) + EVENT_OVERHEAD
 
 
 def parse_event_id(event_id: str) -> tuple[str, int, int] | None:
