@@ -104,6 +104,9 @@ class AwaitingEventStore:
         event_id: str = await self.inner.append(session_id, stream, data, now)
         return event_id
 
+    def append_nowait(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        raise trio.WouldBlock
+
     async def append_many(
         self, session_ids: list[str], stream: int, data: bytes, now: float
     ) -> list[str]:

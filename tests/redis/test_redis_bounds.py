@@ -20,7 +20,7 @@ from trio_mcp._errors import EventsLost
 from trio_mcp._protocol._events import EVENT_OVERHEAD, EventLimits
 from trio_mcp._stores._events import MemoryEventStore, RequestIds
 from trio_mcp._stores._redis import RedisLink
-from trio_mcp._stores._redis_events import LEASE_MS, RedisEventStore
+from trio_mcp._stores._redis_events import LEASE_MS, SEQ_BLOCK, RedisEventStore
 from trio_mcp._stores._redis_posts import ABANDON, FOLLOW, RENEW_S, PostLeases
 from trio_mcp._stores._stores import event_limits
 
@@ -299,3 +299,35 @@ async def test_a_stream_whose_key_lapsed_before_its_session_s_tells_a_resume_of_
             args=[quiet, before.rsplit("-", 1)[1]],
         )
         assert entries == [] and int(lost) >= int(last.rsplit("-", 1)[1])
+
+
+async def test_a_post_stream_s_events_are_numbered_at_once_from_its_block_and_past_it(
+    start_redis: StartRedis,
+) -> None:
+    # (`append_nowait` is what a POST stream tries first: it answers from the
+    # block its opening reserved and says WouldBlock once that is used up, or
+    # for the GET stream; `append` then takes a round trip per event)
+    link, events = await event_store(start_redis)
+    async with link.opened():
+        with pytest.raises(trio.WouldBlock):
+            events.append_nowait("s", 0, b"listed", 0.0)
+        number = await events.open_stream("s", answering(1))
+        ids = []
+        waited = []
+        for n in range(2 * SEQ_BLOCK + 5):
+            data = b"event %d" % n
+            try:
+                ids.append(events.append_nowait("s", number, data, 0.0))
+            except trio.WouldBlock:
+                waited.append(n)
+                ids.append(await events.append("s", number, data, 0.0))
+        assert waited == list(range(SEQ_BLOCK, 2 * SEQ_BLOCK + 5))  # (a round trip each)
+        sequences = [int(event_id.rsplit("-", 1)[1]) for event_id in ids]
+        assert sequences == sorted(set(sequences))
+        await events.write()
+        found = await events.replay("s", ids[0], 0.0)
+        assert found is not None
+        assert [event.event_id for event in found[1]] == ids[1:]
+        assert [event.data for event in found[1]] == [
+            b"event %d" % n for n in range(1, 2 * SEQ_BLOCK + 5)
+        ]

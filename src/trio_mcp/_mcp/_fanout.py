@@ -233,6 +233,14 @@ class Broadcaster:
             await self.bus.send(session.id, event_id, data, now)
         return format_event(data, event_id=event_id.encode(), event=MESSAGE)
 
+    def publish_nowait(self, session: Session, number: int, data: bytes) -> bytes:
+        """`publish` for a POST stream (`number` > 0) whose event store answers
+        at once; ``trio.WouldBlock`` otherwise (the caller awaits `publish`)."""
+        if not number:
+            raise trio.WouldBlock  # (the GET stream's event also goes to the bus)
+        event_id = self.events.append_nowait(session.id, number, data, self._now())
+        return format_event(data, event_id=event_id.encode(), event=MESSAGE)
+
     async def priming_event(self, session: Session, number: int) -> bytes:
         """SEP-1699: an event with an id (and the retry hint) and no data, so a
         client can resume stream `number` even before its first real event."""

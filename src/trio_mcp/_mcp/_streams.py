@@ -332,6 +332,10 @@ class EventPublisher(Protocol):
         """Keep `data` as the next event of stream `number`; its SSE frame."""
         ...
 
+    def publish_nowait(self, session: Session, number: int, data: bytes) -> bytes:
+        """`publish`, done at once, or ``trio.WouldBlock``."""
+        ...
+
     async def priming_event(self, session: Session, number: int) -> bytes:
         """An event with an id and no data, so the client can resume stream `number`."""
         ...
@@ -485,7 +489,10 @@ class PostStream:
             if session is None:
                 frame = format_event(data, event=MESSAGE)
             else:
-                frame = await publisher.publish(session, self.number, data)
+                try:
+                    frame = publisher.publish_nowait(session, self.number, data)
+                except trio.WouldBlock:
+                    frame = await publisher.publish(session, self.number, data)
                 if writer.broken:
                     self._offer_resumed(frame)
                     return

@@ -19,6 +19,10 @@ one's place without a change to the endpoint):
   store them after its frames are out; `replay` must see them either way.
 - Everything that may need a round trip is async; `settle` and `prune` are
   not (a store whose events expire by themselves does nothing in `prune`).
+  `append_nowait` is `append` for a store that can answer at once (the
+  memory store, or a shared store with sequence numbers in hand): it raises
+  ``trio.WouldBlock`` when it cannot, and the caller then awaits `append`.
+  A POST stream's events try it first, so that they cost no await.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ class EventStore(Protocol):
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
         """Store `data` as the next event of `stream`; returns its event id."""
+        ...
+
+    def append_nowait(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        """`append`, answered at once, or ``trio.WouldBlock``."""
         ...
 
     async def append_many(
@@ -115,6 +123,9 @@ class MemoryEventStore:
         ] = []
 
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        return self.append_nowait(session_id, stream, data, now)
+
+    def append_nowait(self, session_id: str, stream: int, data: bytes, now: float) -> str:
         if self._pending:
             self.settle()
         return self._events(session_id).append(stream, data, now, self.limits)

@@ -471,16 +471,26 @@ class RedisEventStore:
         self._writer_running = False
         link.tasks.append(self._write_loop)
 
+    def append_nowait(self, session_id: str, stream: int, data: bytes, now: float) -> str:
+        """A POST stream's event numbered from its block, written at the next
+        write; ``trio.WouldBlock`` when the block is used up (or the stream has
+        none), and `append` takes a round trip."""
+        block = self._blocks.get((session_id, stream)) if stream else None
+        if block is None:
+            raise trio.WouldBlock
+        tag, seq, last = block
+        if seq > last:
+            raise trio.WouldBlock
+        block[1] = seq + 1
+        self._unwritten.append((session_id, stream, seq, data))
+        self._wake.set()
+        return f"{tag}-{stream}-{seq}"
+
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
-        if stream:
-            block = self._blocks.get((session_id, stream))
-            if block is not None:
-                tag, seq, last = block
-                if seq <= last:
-                    block[1] = seq + 1
-                    self._unwritten.append((session_id, stream, seq, data))
-                    self._wake.set()
-                    return f"{tag}-{stream}-{seq}"
+        if stream and (session_id, stream) in self._blocks:
+            try:
+                return self.append_nowait(session_id, stream, data, now)
+            except trio.WouldBlock:
                 del self._blocks[session_id, stream]
                 await self.write()  # (what was numbered here goes first)
         keys, args = self._append_call(session_id, stream, data)
