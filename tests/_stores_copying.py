@@ -107,6 +107,9 @@ class AwaitingEventStore:
     def append_nowait(self, session_id: str, stream: int, data: bytes, now: float) -> str:
         raise trio.WouldBlock
 
+    def open_stream_nowait(self, session_id: str, request_ids: Any = None) -> int:
+        raise trio.WouldBlock
+
     async def append_many(
         self, session_ids: list[str], stream: int, data: bytes, now: float
     ) -> list[str]:

@@ -247,6 +247,17 @@ class Broadcaster:
         event_id = await self.events.append(session.id, number, b"", self._now())
         return format_event(b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms)
 
+    def priming_event_nowait(self, session: Session, number: int) -> bytes:
+        """`priming_event`, done at once, or ``trio.WouldBlock``."""
+        event_id = self.events.append_nowait(session.id, number, b"", self._now())
+        return format_event(b"", event_id=event_id.encode(), retry_ms=self.config.sse_retry_ms)
+
+    def open_stream_nowait(self, session: Session, stream: PostStream) -> int:
+        """`open_stream`, done at once, or ``trio.WouldBlock``."""
+        number = self.events.open_stream_nowait(session.id, stream.request_ids)
+        self.bus.producing(session.id, number, stream)
+        return number
+
     async def open_stream(self, session: Session, stream: PostStream) -> int:
         """Number the session's next POST stream; a GET that resumes it while it
         is produced gets its live events."""

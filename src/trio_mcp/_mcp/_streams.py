@@ -344,6 +344,14 @@ class EventPublisher(Protocol):
         """Number the session's next POST stream, producing here; its number."""
         ...
 
+    def priming_event_nowait(self, session: Session, number: int) -> bytes:
+        """`priming_event`, done at once, or ``trio.WouldBlock``."""
+        ...
+
+    def open_stream_nowait(self, session: Session, stream: PostStream) -> int:
+        """`open_stream`, done at once, or ``trio.WouldBlock``."""
+        ...
+
     def close_stream(self, session: Session, number: int) -> None:
         """POST stream `number` of the session has ended."""
         ...
@@ -612,10 +620,17 @@ class PostStream:
         session = self.session
         if session is None:
             return b""
-        self.number = await self._publisher.open_stream(session, self)
+        publisher = self._publisher
+        try:
+            self.number = publisher.open_stream_nowait(session, self)
+        except trio.WouldBlock:
+            self.number = await publisher.open_stream(session, self)
         if self.version < "2025-11-25":
             return b""
-        return await self._publisher.priming_event(session, self.number)
+        try:
+            return publisher.priming_event_nowait(session, self.number)
+        except trio.WouldBlock:
+            return await publisher.priming_event(session, self.number)
 
     async def close_connection(self) -> None:
         """End this POST's HTTP response now; later events wait for a resuming GET."""

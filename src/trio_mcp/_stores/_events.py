@@ -19,10 +19,11 @@ one's place without a change to the endpoint):
   store them after its frames are out; `replay` must see them either way.
 - Everything that may need a round trip is async; `settle` and `prune` are
   not (a store whose events expire by themselves does nothing in `prune`).
-  `append_nowait` is `append` for a store that can answer at once (the
-  memory store, or a shared store with sequence numbers in hand): it raises
-  ``trio.WouldBlock`` when it cannot, and the caller then awaits `append`.
-  A POST stream's events try it first, so that they cost no await.
+  `append_nowait` and `open_stream_nowait` are `append` and `open_stream`
+  for a store that can answer at once (the memory store; a shared store
+  with sequence numbers in hand): they raise ``trio.WouldBlock`` when it
+  cannot, and the caller then awaits the async call. A POST stream tries
+  them first, so that its opening and its events cost no await.
 """
 
 from __future__ import annotations
@@ -89,6 +90,10 @@ class EventStore(Protocol):
         """The number of the session's next POST stream (from 1; 0 is its GET
         stream). `request_ids` says what the stream will answer (a shared store
         keeps it, so that another process can answer for a dead producer)."""
+        ...
+
+    def open_stream_nowait(self, session_id: str, request_ids: RequestIds | None = None) -> int:
+        """`open_stream`, answered at once, or ``trio.WouldBlock``."""
         ...
 
     def buffered_bytes(self) -> int:
@@ -198,6 +203,9 @@ class MemoryEventStore:
         return len(self._sessions)
 
     async def open_stream(self, session_id: str, request_ids: RequestIds | None = None) -> int:
+        return self.open_stream_nowait(session_id, request_ids)
+
+    def open_stream_nowait(self, session_id: str, request_ids: RequestIds | None = None) -> int:
         events = self._events(session_id)
         events.opened += 1
         return events.opened

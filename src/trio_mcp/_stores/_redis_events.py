@@ -486,6 +486,9 @@ class RedisEventStore:
         self._wake.set()
         return f"{tag}-{stream}-{seq}"
 
+    def open_stream_nowait(self, session_id: str, request_ids: RequestIds | None = None) -> int:
+        raise trio.WouldBlock  # (an opening waits for the write that holds its lease)
+
     async def append(self, session_id: str, stream: int, data: bytes, now: float) -> str:
         if stream and (session_id, stream) in self._blocks:
             try:
