@@ -45,6 +45,16 @@ def stdlib_loads(data: bytes | bytearray | memoryview | str) -> Any:
     return json.loads(data, parse_constant=_no_constant, parse_int=_integer)
 
 
+def encoded_once(obj: Any) -> Any:
+    """`obj` as `dumps` will write it inside other values, encoded now: with
+    orjson, its bytes, which each `dumps` then copies instead of walking `obj`
+    again (``orjson.Fragment``); with the standard library, `obj` itself. For
+    values that never change and go out often (the tools' listings)."""
+    if not USING_ORJSON:  # pragma: no cover - only where orjson has no wheel
+        return obj
+    return orjson.Fragment(orjson.dumps(obj))
+
+
 if TYPE_CHECKING:
     JSONDecodeError = ValueError
 

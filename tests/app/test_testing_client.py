@@ -44,6 +44,22 @@ class Recorder:
 
 
 @ERAS
+async def test_each_list_answer_carries_the_listings_as_registered(version: str) -> None:
+    # (the listings go out encoded once, at registration: `_json.encoded_once`)
+    server = EVERYTHING
+    async with Client(server, version) as client:
+        tools = (await client.list_tools())["tools"]
+        resources = (await client.list_resources())["resources"]
+        templates = (await client.list_resource_templates())["resourceTemplates"]
+        prompts = (await client.list_prompts())["prompts"]
+    assert tools == [tool.listing for tool in server.tools.values()][: len(tools)]
+    assert resources == [r.listing for r in server.resources.values()][: len(resources)]
+    assert templates == [t.listing for t in server.resource_templates.values()]
+    assert prompts == [p.listing for p in server.prompts.values()][: len(prompts)]
+    assert tools and resources and templates and prompts
+
+
+@ERAS
 async def test_lists_reads_and_prompts_of_the_example(version: str) -> None:
     async with Client(EVERYTHING, version) as client:
         assert client.protocol_version == version

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, get_args, get_origin
 
 from .._errors import LocalProtocolError, MCPError
-from .._json import dumps, loads
+from .._json import dumps, encoded_once, loads
 from . import _content
 from ._context import Context
 from ._schema import HeaderParam, JSONSchema, header_params, verbatim_arguments, verbatim_result
@@ -46,6 +46,8 @@ class Tool:
     wrap_result: bool  # structured output of a non-object type, wrapped as {"result": ...}
     header_params: tuple[HeaderParam, ...]
     listing: dict[str, Any] = field(repr=False)
+    #: `listing` encoded once, for the list answers (`_json.encoded_once`).
+    listed: Any = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,8 @@ class Resource:
     context_param: str | None
     cache: tuple[int, str] | None
     listing: dict[str, Any] = field(repr=False)
+    #: `listing` encoded once, for the list answers (`_json.encoded_once`).
+    listed: Any = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class ResourceTemplate:
     context_param: str | None
     cache: tuple[int, str] | None
     listing: dict[str, Any] = field(repr=False)
+    #: `listing` encoded once, for the list answers (`_json.encoded_once`).
+    listed: Any = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +90,8 @@ class Prompt:
     convert: Callable[[Any], dict[str, Any]]
     context_param: str | None
     listing: dict[str, Any] = field(repr=False)
+    #: `listing` encoded once, for the list answers (`_json.encoded_once`).
+    listed: Any = field(repr=False)
 
 
 def _doc(fn: Callable[..., Any]) -> str | None:
@@ -175,6 +183,7 @@ def tool_record(
         wrap_result=wrap_result,
         header_params=mirrored,
         listing=listing,
+        listed=encoded_once(listing),
     )
     return tool
 
@@ -197,6 +206,7 @@ def resource_record(
     _put(listing, "mimeType", mime_type)
     context_param = _context_param(fn, f"resource {uri!r}")
     if "{" in uri:
+        listing = {"uriTemplate": uri, **listing}
         return ResourceTemplate(
             uri_template=uri,
             pattern=_template_pattern(uri),
@@ -206,8 +216,10 @@ def resource_record(
             mime_type=mime_type,
             context_param=context_param,
             cache=cache,
-            listing={"uriTemplate": uri, **listing},
+            listing=listing,
+            listed=encoded_once(listing),
         )
+    listing = {"uri": uri, **listing}
     return Resource(
         uri=uri,
         fn=fn,
@@ -215,7 +227,8 @@ def resource_record(
         mime_type=mime_type,
         context_param=context_param,
         cache=cache,
-        listing={"uri": uri, **listing},
+        listing=listing,
+        listed=encoded_once(listing),
     )
 
 
@@ -245,6 +258,7 @@ def prompt_record(
         convert=_from_strings(params.convert, properties),
         context_param=_context_param(fn, owner),
         listing=listing,
+        listed=encoded_once(listing),
     )
 
 

@@ -107,9 +107,7 @@ class Dispatcher:
     ) -> dict[str, Any]:
         return {}
 
-    def _page(
-        self, items: list[dict[str, Any]], params: dict[str, Any], key: str
-    ) -> dict[str, Any]:
+    def _page(self, items: list[Any], params: dict[str, Any], key: str) -> dict[str, Any]:
         start = _decode_cursor(params.get("cursor"))
         end = start + self.app.page_size
         result: dict[str, Any] = {key: items[start:end]}
@@ -120,7 +118,7 @@ class Dispatcher:
     async def _tools_list(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
-        return self._page([t.listing for t in self.app.tools.values()], params, "tools")
+        return self._page([t.listed for t in self.app.tools.values()], params, "tools")
 
     async def _tools_call(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
@@ -176,12 +174,12 @@ class Dispatcher:
     async def _resources_list(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
-        return self._page([r.listing for r in self.app.resources.values()], params, "resources")
+        return self._page([r.listed for r in self.app.resources.values()], params, "resources")
 
     async def _resource_templates_list(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
-        listings = [t.listing for t in self.app.resource_templates.values()]
+        listings = [t.listed for t in self.app.resource_templates.values()]
         return self._page(listings, params, "resourceTemplates")
 
     async def _resources_read(
@@ -252,7 +250,7 @@ class Dispatcher:
     async def _prompts_list(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
     ) -> dict[str, Any]:
-        return self._page([p.listing for p in self.app.prompts.values()], params, "prompts")
+        return self._page([p.listed for p in self.app.prompts.values()], params, "prompts")
 
     async def _prompts_get(
         self, params: dict[str, Any], ctx: Context, session: Session | None, version: str
