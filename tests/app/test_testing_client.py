@@ -52,10 +52,11 @@ async def test_each_list_answer_carries_the_listings_as_registered(version: str)
         resources = (await client.list_resources())["resources"]
         templates = (await client.list_resource_templates())["resourceTemplates"]
         prompts = (await client.list_prompts())["prompts"]
-    assert tools == [tool.listing for tool in server.tools.values()][: len(tools)]
-    assert resources == [r.listing for r in server.resources.values()][: len(resources)]
-    assert templates == [t.listing for t in server.resource_templates.values()]
-    assert prompts == [p.listing for p in server.prompts.values()][: len(prompts)]
+    page = server.page_size  # (each answer is the first page of its list)
+    assert tools == [tool.listing for tool in server.tools.values()][:page]
+    assert resources == [r.listing for r in server.resources.values()][:page]
+    assert templates == [t.listing for t in server.resource_templates.values()][:page]
+    assert prompts == [p.listing for p in server.prompts.values()][:page]
     assert tools and resources and templates and prompts
 
 
