@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import pytest
 
 from trio_mcp import Server
@@ -80,3 +83,29 @@ def test_a_name_that_is_not_a_string_is_a_type_error(method: str) -> None:
     server = Server("t")
     with pytest.raises(TypeError, match="name"):
         getattr(server, method)(42)
+
+
+@pytest.mark.parametrize(
+    ("register", "owner"),
+    [
+        (lambda s, fn: s.add_tool(fn, annotations={"hint": {1, 2}}), "tool 'fn'"),
+        (lambda s, fn: s.add_resource(fn, "mem://a", title=b"raw"), "resource 'mem://a'"),
+        (lambda s, fn: s.add_resource(fn, "mem://{x}", title=b"raw"), "resource 'mem://{x}'"),
+        (lambda s, fn: s.add_prompt(fn, description=object()), "prompt 'fn'"),
+    ],
+    ids=["tool", "resource", "template", "prompt"],
+)
+def test_a_listing_json_cannot_carry_is_refused_at_registration_naming_its_owner(
+    register: Any, owner: str
+) -> None:
+    # The list answers carry each listing encoded once, at registration: a
+    # value JSON cannot carry would otherwise fail every tools/list.
+    server = Server("t")
+
+    async def fn(x: str = "") -> str:
+        return x
+
+    with pytest.raises(TypeError, match=f"^{re.escape(owner)}: its listing is not JSON"):
+        register(server, fn)
+    assert not server.tools and not server.resources and not server.resource_templates
+    assert not server.prompts

@@ -183,7 +183,7 @@ def tool_record(
         wrap_result=wrap_result,
         header_params=mirrored,
         listing=listing,
-        listed=encoded_once(listing),
+        listed=_listed(listing, owner),
     )
     return tool
 
@@ -204,7 +204,8 @@ def resource_record(
     _put(listing, "title", title)
     _put(listing, "description", description if description is not None else _doc(fn))
     _put(listing, "mimeType", mime_type)
-    context_param = _context_param(fn, f"resource {uri!r}")
+    owner = f"resource {uri!r}"
+    context_param = _context_param(fn, owner)
     if "{" in uri:
         listing = {"uriTemplate": uri, **listing}
         return ResourceTemplate(
@@ -217,7 +218,7 @@ def resource_record(
             context_param=context_param,
             cache=cache,
             listing=listing,
-            listed=encoded_once(listing),
+            listed=_listed(listing, owner),
         )
     listing = {"uri": uri, **listing}
     return Resource(
@@ -228,7 +229,7 @@ def resource_record(
         context_param=context_param,
         cache=cache,
         listing=listing,
-        listed=encoded_once(listing),
+        listed=_listed(listing, owner),
     )
 
 
@@ -258,8 +259,18 @@ def prompt_record(
         convert=_from_strings(params.convert, properties),
         context_param=_context_param(fn, owner),
         listing=listing,
-        listed=encoded_once(listing),
+        listed=_listed(listing, owner),
     )
+
+
+def _listed(listing: dict[str, Any], owner: str) -> Any:
+    """`listing` encoded once for the list answers (`_json.encoded_once`); a
+    TypeError naming `owner` when it holds a value JSON cannot carry, at
+    registration rather than in every list answer."""
+    try:
+        return encoded_once(listing)
+    except TypeError as exc:  # (orjson.JSONEncodeError is a TypeError)
+        raise TypeError(f"{owner}: its listing is not JSON: {exc}") from None
 
 
 def _from_strings(
