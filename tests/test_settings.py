@@ -32,6 +32,7 @@ SAMPLES: dict[str, object] = {
     "log_format": "json",
     "log_config": "logging.json",
     "host": "::1",
+    "sched_slice_us": 250,
     "forwarded_allow_ips": ("10.0.0.0/8", "127.0.0.1"),
     "path": "/api/mcp",
     "eras": "modern",

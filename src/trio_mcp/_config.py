@@ -14,6 +14,9 @@ import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+#: What the kernel takes as a thread's scheduling slice, in microseconds
+#: (``sched_slice_us``; it clamps other values to these).
+SLICE_US_RANGE = (100, 100_000)
 MiB = 1024 * 1024
 KiB = 1024
 #: What an owner name may be: short, since it rides in every session id.
@@ -142,6 +145,17 @@ class ServerConfig:
             call holds the event loop for a few milliseconds on a large,
             fragmented heap (benchmarks/README.md). Elsewhere, or with
             ``gc_full_interval_s`` None, nothing is done.
+        sched_slice_us: when trio-mcp runs trio itself on Linux 6.12 or
+            later: ask the kernel for a scheduling slice of this many
+            microseconds (100 to 100,000) for the thread that runs trio, in
+            place of its default of about a millisecond or more
+            (``_trio/_slice.py``). A process that shares the server's cores
+            (its clients, a proxy, a load generator) and wakes while the
+            server is busy then waits at most this long for the core, and
+            the server woken by a request may preempt a process with a
+            longer slice; on a core of its own nothing changes. None (the
+            default) leaves the kernel's slice; where the kernel takes none,
+            the server says so once at start-up and runs on.
     """
 
     host: str = "127.0.0.1"
@@ -176,6 +190,7 @@ class ServerConfig:
     ssl_handshake_timeout_s: float = 10.0
     gc_freeze: bool = True
     malloc_trim: bool = True
+    sched_slice_us: int | None = None
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -194,6 +209,12 @@ class ServerConfig:
                 raise ValueError(
                     f"forwarded_allow_ips: not an IP address or network: {proxy!r}"
                 ) from None
+        low, high = SLICE_US_RANGE
+        slice_us = self.sched_slice_us
+        if slice_us is not None and not (isinstance(slice_us, int) and low <= slice_us <= high):
+            raise ValueError(
+                f"sched_slice_us must be {low} to {high:,} microseconds (or None), not {slice_us!r}"
+            )
         if not (self.drain_delay_s >= 0 and math.isfinite(self.drain_delay_s)):
             raise ValueError(
                 f"drain_delay_s must be a number of seconds, 0 or more, not {self.drain_delay_s}"

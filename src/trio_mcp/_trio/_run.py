@@ -3,9 +3,10 @@ a process needs around it.
 
 The first SIGINT or SIGTERM drains, a second stops at once; a server that
 cannot start exits with one line; for the run, the trio tweaks
-(``_tweaks.py``) and the paced, frozen garbage collections (``_collector.py``)
-are in effect. Everything about serving itself is `_server.py`'s; this module
-only starts it and stops it, so it imports `_server` and never the reverse.
+(``_tweaks.py``), the paced, frozen garbage collections (``_collector.py``)
+and the scheduling slice asked for (``_slice.py``) are in effect.
+Everything about serving itself is `_server.py`'s; this module only starts
+it and stops it, so it imports `_server` and never the reverse.
 
 Not compiled: it runs once a process, and a Python module's coroutines may be
 trio tasks as they are (``_tasks.py`` says why compiled ones may not).
@@ -33,6 +34,7 @@ from ._collector import (
     paced_full_collections,
 )
 from ._server import HTTPServer, logger
+from ._slice import scheduling_slice
 from ._tls import server_context
 from ._tweaks import applied as trio_tweaks
 from ._tweaks import lean_instruments
@@ -64,7 +66,9 @@ def run(
     with ``config.gc_full_interval_s``, full garbage collections are paced,
     and with ``config.gc_freeze`` what survives start-up and each of them is
     frozen, and with ``config.malloc_trim`` the C allocator's free pages go
-    back to the system at the same pace (``_collector.py``). `listeners`: listening sockets to serve
+    back to the system at the same pace (``_collector.py``); with
+    ``config.sched_slice_us``, the thread runs with that scheduling slice
+    (``_slice.py``). `listeners`: listening sockets to serve
     instead of binding ``config.host`` and ``config.port`` (non-blocking,
     closed at the end). `spread`: a worker's share of its group's
     connections (``_spread.py``: it passes some to the others).
@@ -124,7 +128,14 @@ def run(
         trio_tweaks(settings.trio_tweaks) as tweaks,
         paced_full_collections(settings.gc_full_interval_s) as pacing,
         frozen_survivors(settings.gc_freeze) as freezing,
+        scheduling_slice(settings.sched_slice_us) as sliced,
     ):
+        if settings.sched_slice_us is not None and not sliced:
+            logger.warning(
+                "sched_slice_us: this kernel keeps its own scheduling slice "
+                "(a thread may ask for one on Linux 6.12 and later, with a policy other than "
+                "real-time); running without"
+            )
         trio.run(main)
     if failures:
         raise SystemExit(f"trio-mcp: {failures[0]}")
