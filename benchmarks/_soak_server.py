@@ -2,13 +2,15 @@
 broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
 
     PYTHONPATH=src python benchmarks/_soak_server.py --port P [--idle-timeout 60]
-        [--no-gc-freeze] [--no-malloc-trim] [--batches | --batch-kinds] [--tracemalloc]
+        [--no-gc-freeze] [--no-malloc-trim] [--sched-slice-us N]
+        [--batches | --batch-kinds] [--tracemalloc]
 
 The configuration is the default one but for the session idle timeout (60 s,
 so that a flood of abandoned sessions ends within the run), and the process
 runs as ``run`` would: the trio tweaks, the paced full collections, the
-freezing of what survives them (``--no-gc-freeze``: not) and the trimming of
-glibc's heap at the same pace (``--no-malloc-trim``: not).
+freezing of what survives them (``--no-gc-freeze``: not), the trimming of
+glibc's heap at the same pace (``--no-malloc-trim``: not) and, with
+``--sched-slice-us``, the kernel's scheduling slice (``sched_slice_us``).
 
 ``--batches`` adds the CPU time of trio's scheduler batches to each line
 (`_batches.BatchTimes`); ``--batch-kinds`` also counts the steps of long
@@ -42,6 +44,7 @@ from trio_mcp._trio._collector import (
     heap_trimmer,
     paced_full_collections,
 )
+from trio_mcp._trio._slice import scheduling_slice
 from trio_mcp._trio._tweaks import applied as trio_tweaks
 from trio_mcp._trio._tweaks import lean_instruments
 
@@ -157,6 +160,7 @@ if __name__ == "__main__":
     parser.add_argument("--idle-timeout", type=float, default=60.0)
     parser.add_argument("--no-gc-freeze", action="store_true")
     parser.add_argument("--no-malloc-trim", action="store_true")
+    parser.add_argument("--sched-slice-us", type=int)
     parser.add_argument("--batches", action="store_true")
     parser.add_argument("--batch-kinds", action="store_true")
     parser.add_argument("--tracemalloc", action="store_true")
@@ -169,14 +173,20 @@ if __name__ == "__main__":
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     http = ServerConfig(
-        port=args.port, gc_freeze=not args.no_gc_freeze, malloc_trim=not args.no_malloc_trim
+        port=args.port,
+        gc_freeze=not args.no_gc_freeze,
+        malloc_trim=not args.no_malloc_trim,
+        sched_slice_us=args.sched_slice_us,
     )
     config = MCPConfig(http=http, session_idle_timeout_s=args.idle_timeout)
     with (
         trio_tweaks(config.http.trio_tweaks) as tweaks,
         paced_full_collections(config.http.gc_full_interval_s) as pacing,
         frozen_survivors(config.http.gc_freeze) as freezing,
+        scheduling_slice(config.http.sched_slice_us) as sliced,
     ):
+        if http.sched_slice_us is not None and not sliced:
+            raise SystemExit("--sched-slice-us: this kernel takes no slice of a thread's own")
         try:
             trio.run(
                 main, config, tweaks.lean_instruments, pacing, freezing, batches, args.tracemalloc

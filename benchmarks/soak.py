@@ -2,7 +2,7 @@
 server, for a bounded time.
 
     python benchmarks/soak.py [--minutes 10] [--warmup-minutes 5] [--json PATH]
-        [--batches off|times|kinds] [--tracemalloc] [--pin]
+        [--batches off|times|kinds] [--tracemalloc] [--pin] [--sched-slice-us N]
 
 On loopback, all of it stopping by itself:
 
@@ -375,6 +375,11 @@ def main(argv: list[str] | None = None) -> int:
         + ", ".join(ATTACKS)
         + ")",
     )
+    parser.add_argument(
+        "--sched-slice-us",
+        type=int,
+        help="the server's scheduling slice (ServerConfig.sched_slice_us; default: the kernel's)",
+    )
     parser.add_argument("--json", type=Path)
     parser.add_argument("--hostile", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -396,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         + ["--idle-timeout", str(args.idle_timeout)]
         + (["--no-gc-freeze"] if args.no_gc_freeze else [])
         + (["--no-malloc-trim"] if args.no_malloc_trim else [])
+        + (["--sched-slice-us", str(args.sched_slice_us)] if args.sched_slice_us else [])
         + {"off": [], "times": ["--batches"], "kinds": ["--batch-kinds"]}[args.batches]
         + (["--tracemalloc"] if args.tracemalloc else []),
         stdout=subprocess.PIPE,
@@ -480,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         "warmup_minutes": args.warmup_minutes,
         "rate": args.rate,
         "pinned": args.pin,
+        "sched_slice_us": args.sched_slice_us,
         "malloc_trim": not args.no_malloc_trim,
         "attacks": attacks,
         "unloaded": unloaded,
