@@ -4,7 +4,8 @@ connections spread over the workers.
 Run from a checkout with the dev interpreter (wrk must be installed)::
 
     PYTHONPATH=src python benchmarks/workers_cpu.py [--duration 10] [--rounds 3]
-        [--connections 64] [--threads 2] [--rate N] [--base CHECKOUT] [--json PATH]
+        [--connections 64] [--threads 2] [--rate N] [--per-core] [--affinity]
+        [--base CHECKOUT] [--json PATH]
 
 Each round starts ``trio-mcp run benchmarks/_suite_server.py --workers W``
 for W = 1, then 2 (default configuration; with 1 there is no supervisor),
@@ -26,7 +27,16 @@ context switches per request of the serving processes (voluntary: a wait
 for I/O, one per scheduler batch at most; involuntary: preempted). Halfway
 through, the connections each worker holds are counted (its established TCP
 sockets on the port, matched through ``/proc/net/tcp``), and their max/min
-ratio reported. Nothing is pinned: the workers need every core.
+ratio reported. By default nothing is pinned: the workers need every core.
+
+With ``--per-core``, one single-threaded wrk per serving process runs on
+that process's CPU with its share of the connections (a process that may
+run anywhere is pinned first, the i-th to CPU i): one process and each of
+two then share a core with one load thread, where by default wrk's two
+threads go wherever the kernel puts them and one process has a core to
+itself more often than two. ``--affinity``
+runs ``--workers 2`` with ``--worker-cpu-affinity``: each worker on its CPU,
+given the connections that CPU receives.
 
 ``--base CHECKOUT`` runs another checkout's ``src`` (a build of main, say)
 beside this one, round by round, so that both meet the same machine.
@@ -92,6 +102,59 @@ def switches_of(pid: int) -> tuple[int, int]:
     return found["voluntary_ctxt_switches"], found["nonvoluntary_ctxt_switches"]
 
 
+def per_core_wrk(port: int, serving: list[int], args: argparse.Namespace) -> dict[str, Any]:
+    """One single-threaded wrk per serving process, on that process's CPU,
+    with an equal share of the connections: a process that may run anywhere
+    is pinned first (the i-th to CPU i), one pinned already
+    (``--worker-cpu-affinity``) stays. So each process shares its core with
+    one load thread, however many processes there are, and every connection
+    is opened from its wrk's CPU. The wrks' totals, added up."""
+    cpus = []
+    for index, pid in enumerate(serving):
+        allowed = os.sched_getaffinity(pid)
+        if len(allowed) > 1:
+            allowed = {index}
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                os.sched_setaffinity(int(tid), allowed)
+        cpus.append(min(allowed))
+    share = args.connections // len(serving)
+    wrks = []
+    for cpu in cpus:
+        cmd = wrk_for(
+            port,
+            threads=1,
+            connections=share,
+            duration=args.duration,
+            pin=False,
+            lua=LUA,
+            script_args=["call2026", MODERN],
+        )
+        wrks.append(
+            subprocess.Popen(
+                ["taskset", "-c", str(cpu), *cmd], cwd=ROOT, stdout=subprocess.PIPE, text=True
+            )
+        )
+    total: dict[str, Any] = {
+        "requests": 0,
+        "errors": {},
+        "non2xx": 0,
+        "mismatches": 0,
+        "duration_us": 0,
+    }
+    for wrk in wrks:
+        out, _ = wrk.communicate(timeout=args.duration + 30)
+        lines = [line for line in out.splitlines() if line.startswith("WRK_RESULT ")]
+        if wrk.returncode != 0 or not lines:
+            raise BenchmarkError(f"wrk failed ({wrk.returncode}):\n{out}")
+        result = json.loads(lines[0][len("WRK_RESULT ") :])
+        for key in ("requests", "non2xx", "mismatches"):
+            total[key] += result[key]
+        for key, count in result["errors"].items():
+            total["errors"][key] = total["errors"].get(key, 0) + count
+        total["duration_us"] = max(total["duration_us"], result["duration_us"])
+    return total
+
+
 def bench_at_rate(port: int, args: argparse.Namespace) -> dict[str, Any]:
     """``trio-mcp bench`` (this checkout's) at ``args.rate`` calls/s; its totals."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -116,14 +179,14 @@ def bench_at_rate(port: int, args: argparse.Namespace) -> dict[str, Any]:
 KINDS = {"1 process": 1, "--workers 2": 2, "2 processes": 2}
 
 
-def start(kind: str, src: Path, port: int) -> list[ServerProcess]:
+def start(kind: str, src: Path, port: int, extra: list[str]) -> list[ServerProcess]:
     cmd = [sys.executable, "-m", "trio_mcp", "run", str(APP), "--port", str(port)]
     env = {"PYTHONPATH": str(src), "TRIO_MCP_REQUIRE_EXTENSIONS": "1"}
     if kind == "2 processes":
         cmd += ["--reuse-port"]
         servers = [ServerProcess(f"{kind} ({i})", cmd, env, port) for i in (1, 2)]
     else:
-        cmd += ["--workers", str(KINDS[kind])]
+        cmd += ["--workers", str(KINDS[kind])] + (extra if KINDS[kind] > 1 else [])
         servers = [ServerProcess(kind, cmd, env, port)]
     for server in servers:
         deadline = time.monotonic() + 60
@@ -136,9 +199,9 @@ def start(kind: str, src: Path, port: int) -> list[ServerProcess]:
     return servers
 
 
-def one_run(kind: str, src: Path, args: argparse.Namespace) -> dict[str, object]:
+def one_run(kind: str, src: Path, args: argparse.Namespace, extra: list[str]) -> dict[str, object]:
     port = free_port()
-    servers = start(kind, src, port)
+    servers = start(kind, src, port, extra)
     try:
         supervisor = servers[0].proc.pid if kind == "--workers 2" else None
         serving = children_of(supervisor) if supervisor else [s.proc.pid for s in servers]
@@ -173,7 +236,10 @@ def one_run(kind: str, src: Path, args: argparse.Namespace) -> dict[str, object]
                 lua=LUA,
                 script_args=["call2026", MODERN],
             )
-            wrk, _ = run_wrk(cmd_wrk, args.duration)
+            if args.per_core:
+                wrk = per_core_wrk(port, serving, args)
+            else:
+                wrk, _ = run_wrk(cmd_wrk, args.duration)
             errors = sum(wrk["errors"].values()) + wrk["non2xx"] + wrk["mismatches"]
             requests = wrk["requests"]
             duration_s = wrk["duration_us"] / 1e6
@@ -222,19 +288,32 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also two independent processes on the port (--reuse-port), this checkout only",
     )
+    parser.add_argument(
+        "--per-core",
+        action="store_true",
+        help="a single-threaded wrk per serving process, on that process's CPU",
+    )
+    parser.add_argument(
+        "--affinity",
+        action="store_true",
+        help="--workers 2 with --worker-cpu-affinity (this checkout's, not --base's)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     builds = {"this": ROOT / "src"}
     if args.base is not None:
         builds = {"base": args.base.resolve() / "src", **builds}
     load = f"trio-mcp bench --rate {args.rate}" if args.rate else "wrk, as fast as it goes"
+    load += ", a wrk per process on its CPU" if args.per_core else ""
+    load += "; --workers 2 with --worker-cpu-affinity" if args.affinity else ""
     print(f"load: {load}; load average {loadavg_now()}", flush=True)
     runs: list[dict[str, Any]] = []
     for round_no in range(1, args.rounds + 1):
         for build, src in builds.items():
             kinds = list(KINDS) if args.independent and build == "this" else list(KINDS)[:2]
             for kind in kinds:
-                run = one_run(kind, src, args)
+                extra = ["--worker-cpu-affinity"] if args.affinity and build == "this" else []
+                run = one_run(kind, src, args, extra)
                 runs.append({"round": round_no, "build": build, **run})
                 print(
                     f"  round {round_no} {build} {kind}: "

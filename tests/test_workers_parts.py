@@ -16,6 +16,7 @@ from trio_mcp._workers import (
     mint_request_state_key,
     owner_name,
     warn_if_queues_reset,
+    worker_cpus,
 )
 
 
@@ -149,3 +150,56 @@ def test_the_connection_slack_is_at_least_one_or_off() -> None:
     assert RunConfig().worker_connection_slack == 2
     with pytest.raises(ValueError, match="worker_connection_slack"):
         RunConfig(worker_connection_slack=0)
+
+
+def test_workers_take_the_cpus_they_may_use_in_turn(monkeypatch) -> None:
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {7, 2, 5})
+    assert worker_cpus(2) == [2, 5]
+    assert worker_cpus(4) == [2, 5, 7, 2]
+
+
+def test_cpu_affinity_needs_linux(monkeypatch) -> None:
+    assert RunConfig(workers=2, worker_cpu_affinity=True).worker_cpu_affinity
+    monkeypatch.delattr("os.sched_setaffinity")
+    with pytest.raises(ValueError, match="worker_cpu_affinity needs Linux"):
+        RunConfig(workers=2, worker_cpu_affinity=True)
+    assert not RunConfig(workers=2).worker_cpu_affinity
+
+
+@pytest.mark.parametrize(
+    ("local", "mine", "theirs", "passed"),
+    [
+        (False, 3, 1, True),  # the slack, 2
+        (False, 2, 1, False),
+        (False, 43, 33, True),
+        (True, 3, 1, True),  # the slack where a third is less
+        (True, 2, 1, False),
+        (True, 43, 33, False),  # within a third of 33 (11): the kernel's choice stays
+        (True, 44, 33, True),
+    ],
+)
+async def test_with_cpu_affinity_a_connection_moves_only_beyond_a_third(
+    tmp_path, local, mine, theirs, passed
+) -> None:
+    import socket
+    from types import SimpleNamespace
+
+    from trio_mcp._trio._spread import ConnectionSpread, SpreadCounts
+
+    counts = SpreadCounts.create(str(tmp_path / "connections"), 2)
+    paths = [str(tmp_path / "w1.conns"), str(tmp_path / "w2.conns")]
+    spread = ConnectionSpread(counts, 0, paths, 2, None, local=local)
+    sent: list[int] = []
+    spread._send = lambda target, sock: sent.append(target) is None  # type: ignore[method-assign]
+    spread.quota = SimpleNamespace(held=mine)  # type: ignore[assignment]
+    counts.set_pid(1, 4242)
+    counts.set_held(1, theirs)
+    left, right = socket.socketpair()
+    try:
+        assert spread.pass_on(left) is passed
+        assert sent == ([1] if passed else [])
+    finally:
+        left.close()
+        right.close()
+        spread.close()
+        counts.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import re
 import socket
 import urllib.parse
@@ -625,6 +626,13 @@ class RunConfig:
             connections spread evenly whatever the kernel's hash does (README,
             "Connections spread over the workers"). None: no passing, the
             kernel's spread alone.
+        worker_cpu_affinity: with ``workers`` above 1, on Linux: run worker
+            *i* on the *i*-th CPU this process may use (in turn, when there
+            are more workers than CPUs) and have the kernel give each new
+            connection to the worker on the CPU that received it, so that a
+            connection's packets and its requests are handled on one CPU
+            (README, "CPU affinity"). Off by default: a pinned worker cannot
+            move away from a CPU that other programs keep busy.
     """
 
     app: str = ""
@@ -637,6 +645,7 @@ class RunConfig:
     worker_heartbeat_timeout_s: float = 20.0
     worker_start_timeout_s: float = 60.0
     worker_connection_slack: int | None = 2
+    worker_cpu_affinity: bool = False
 
     def __post_init__(self) -> None:
         if self.transport not in ("http", "stdio"):
@@ -654,6 +663,8 @@ class RunConfig:
                 "worker_connection_slack must be at least 1 (or None: off), "
                 f"not {self.worker_connection_slack}"
             )
+        if self.worker_cpu_affinity and not hasattr(os, "sched_setaffinity"):
+            raise ValueError("worker_cpu_affinity needs Linux (os.sched_setaffinity)")
         if self.log_level not in ("debug", "info", "warning", "error"):
             raise ValueError(
                 f"log_level must be debug, info, warning or error, not {self.log_level!r}"

@@ -4,10 +4,11 @@ The supervisor (`_workers.py`) spawns this as a new interpreter, never a fork
 of a process that runs trio. Everything it needs comes over the control
 channel (`_control.py`), descriptor N: the configuration, secrets included
 (never argv, which ``ps`` shows), its name, and the listening sockets it
-inherits. It serves as ``trio-mcp run`` does with one process, except that
-it does not announce itself (the supervisor says the group's start-up line
-once), it tells the supervisor when it listens, and a task of its own trio
-run answers the supervisor's heartbeat. When the control channel closes
+inherits, and with ``worker_cpu_affinity`` the CPU it runs on. It serves
+as ``trio-mcp run`` does with one process, except that it does not announce
+itself (the supervisor says the group's start-up line once), it tells the
+supervisor when it listens, and a task of its own trio run answers the
+supervisor's heartbeat. When the control channel closes
 (the supervisor died), it drains and exits as on SIGTERM.
 """
 
@@ -118,6 +119,11 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _serve(hello: dict[str, Any], control: socket.socket, buffer: LineBuffer) -> None:
+    cpu = hello.get("cpu")
+    if cpu is not None:
+        # (this thread, before there is another: threads started later,
+        # trio's included, inherit the mask)
+        os.sched_setaffinity(0, {cpu})
     # (the supervisor's import path, so that TARGET is found as it would be there)
     sys.path[:] = hello["path"]
     settings = config_from_values(hello["config"])
@@ -147,7 +153,9 @@ def _spread(given: dict[str, Any] | None, backlog: int | None) -> ConnectionSpre
     from ._trio._spread import ConnectionSpread, SpreadCounts
 
     counts = SpreadCounts(given["counts"], len(given["paths"]))
-    return ConnectionSpread(counts, given["slot"], given["paths"], given["slack"], backlog)
+    return ConnectionSpread(
+        counts, given["slot"], given["paths"], given["slack"], backlog, local=given["local"]
+    )
 
 
 def _tell_failure(control: socket.socket, why: str) -> None:

@@ -98,6 +98,37 @@ _OWN_PROCESS_GROUP: Final[dict[str, Any]] = (
 )
 
 
+#: Linux's option that ties a listening socket to a CPU (``SO_INCOMING_CPU``,
+#: named by Python from 3.11): in a ``SO_REUSEPORT`` group where any socket
+#: has it, the kernel gives a new connection to a socket tied to the CPU that
+#: received it, if there is one (Linux 6.2 and later; before, the hash alone).
+SO_INCOMING_CPU: Final = getattr(socket, "SO_INCOMING_CPU", 49)
+
+
+def worker_cpus(workers: int) -> list[int]:
+    """Each worker slot's CPU (``worker_cpu_affinity``): the CPUs this process
+    may use, in order, in turn."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return [allowed[index % len(allowed)] for index in range(workers)]
+
+
+def steer(sockets: list[socket.socket], cpu: int) -> bool:
+    """Ask the kernel to give `sockets` the connections `cpu` receives;
+    whether it took the option (it may refuse, or not know it)."""
+    try:
+        for sock in sockets:
+            sock.setsockopt(socket.SOL_SOCKET, SO_INCOMING_CPU, cpu)
+    except OSError as exc:
+        logger.warning(
+            "worker_cpu_affinity: the kernel does not steer connections to the "
+            "worker on their CPU (SO_INCOMING_CPU: %s); the workers are pinned all "
+            "the same",
+            exc,
+        )
+        return False
+    return True
+
+
 def heartbeat_interval_s(timeout_s: float) -> float:
     """How often workers are pinged: several pings fit in the timeout, and
     an idle group costs one small message a second per worker at most."""
@@ -196,6 +227,8 @@ class Slot:
     index: int
     name: str
     sockets: list[socket.socket]
+    #: The CPU its worker runs on (``worker_cpu_affinity``; None: any).
+    cpu: int | None = None
     current: Worker | None = None
     failures: deque[float] = dataclasses.field(default_factory=deque)
 
@@ -260,10 +293,15 @@ class Supervisor:
             first = await bind_listeners(config)
         self.port = first[0].getsockname()[1]
         config = dataclasses.replace(config, port=self.port)
-        for index in range(1, self.config.workers + 1):
+        workers = self.config.workers
+        cpus = worker_cpus(workers) if self.config.worker_cpu_affinity else [None] * workers
+        steering = not self.shared_socket
+        for index, cpu in enumerate(cpus, start=1):
             sockets = first if index == 1 or self.shared_socket else await bind_listeners(config)
+            if cpu is not None and steering:
+                steering = steer(sockets, cpu)
             name = owner_name(self.config.mcp.owner_name, index)
-            self.slots.append(Slot(index, name, sockets))
+            self.slots.append(Slot(index, name, sockets, cpu))
 
     def _worker_config(self, slot: Slot) -> RunConfig:
         mcp = self.config.mcp
@@ -295,6 +333,7 @@ class Supervisor:
             "config": config_values(self._worker_config(slot)),
             "fds": fds,
             "path": sys.path,
+            "cpu": slot.cpu,
         }
         if self.counts is not None:
             hello["spread"] = {
@@ -304,6 +343,7 @@ class Supervisor:
                     os.path.join(self.peer_dir, other.name + SPREAD_SUFFIX) for other in self.slots
                 ],
                 "slack": self.config.worker_connection_slack,
+                "local": self.config.worker_cpu_affinity,
             }
         assert self._nursery is not None
         self._nursery.start_soon(self._life, worker, encode(hello))

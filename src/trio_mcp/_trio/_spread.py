@@ -5,7 +5,8 @@ socket by a hash of its addresses and ports: even on average, uneven by
 chance (64 connections over two workers split 43/21 now and then), and
 nothing corrects it. So each worker publishes how many connections it
 holds, and one that accepts a connection while it holds `slack` or more
-beyond the least loaded live peer passes the socket to that peer before
+beyond the least loaded live peer (with ``worker_cpu_affinity``, and a
+third more than it: `LOCAL_SHARE`) passes the socket to that peer before
 reading anything from it; the peer admits it as a connection of its own
 (its quotas and limits: a passed connection counts in the receiver's
 quotas only, once). A TLS connection passes too: its handshake has not
@@ -50,6 +51,12 @@ from ._tasks import spawn
 
 #: The suffix of the sockets connections are passed on, in the group's directory.
 SUFFIX: Final = ".conns"
+#: With ``worker_cpu_affinity``, a worker passes a connection only when it
+#: holds a third more than the peer (and the slack): a passed connection
+#: is served on another CPU than the one its packets are handled on, and
+#: costs more CPU per request for as long as it lives (benchmarks/README.md,
+#: "CPU affinity"), so small differences are left as the kernel made them.
+LOCAL_SHARE: Final = 3
 _CELL: Final = 8
 _FLAGS: Final = getattr(socket, "MSG_NOSIGNAL", 0)
 _RECEIVE_FLAGS: Final = getattr(socket, "MSG_CMSG_CLOEXEC", 0)
@@ -168,12 +175,22 @@ class ConnectionSpread:
     runs `receive`."""
 
     def __init__(
-        self, counts: SpreadCounts, slot: int, paths: list[str], slack: int, backlog: int | None
+        self,
+        counts: SpreadCounts,
+        slot: int,
+        paths: list[str],
+        slack: int,
+        backlog: int | None,
+        *,
+        local: bool = False,
     ) -> None:
         self.counts = counts
         self.slot = slot
         self.paths = paths
         self.slack = slack
+        #: The kernel gives each worker the connections its CPU receives
+        #: (``worker_cpu_affinity``): pass only beyond `LOCAL_SHARE` too.
+        self.local = local
         self.pid = os.getpid()
         self.quota: ConnectionQuota | None = None
         self._admit: Admit | None = None
@@ -222,7 +239,9 @@ class ConnectionSpread:
             if mine - counts.held(peer) < slack:
                 continue  # (the common case: no transit to add up)
             load = counts.load(peer)
-            if mine - load >= slack and (target < 0 or load < least):
+            if mine - load < (max(slack, load // LOCAL_SHARE) if self.local else slack):
+                continue
+            if target < 0 or load < least:
                 target, least = peer, load
         if target < 0 or not self._send(target, sock):
             return False
