@@ -627,8 +627,8 @@ class RunConfig:
             "Connections spread over the workers"). None: no passing, the
             kernel's spread alone.
         worker_cpu_affinity: with ``workers`` above 1, on Linux: run worker
-            *i* on the *i*-th CPU this process may use (in turn, when there
-            are more workers than CPUs) and have the kernel give each new
+            i on the i-th CPU this process may use (in turn, when there are
+            more workers than CPUs) and have the kernel give each new
             connection to the worker on the CPU that received it, so that a
             connection's packets and its requests are handled on one CPU
             (README, "CPU affinity"). Off by default: a pinned worker cannot
