@@ -186,6 +186,11 @@ def main(argv: list[str] | None = None) -> None:
 
         supervise(settings)
         return
+    if settings.worker_cpu_affinity:
+        logger.warning(
+            "worker_cpu_affinity applies to the workers of --workers N (N above 1); "
+            "one process runs wherever the kernel puts it"
+        )
     if settings.transport == "http" and settings.mcp.http.reuse_port:
         from ._workers import warn_if_queues_reset
 

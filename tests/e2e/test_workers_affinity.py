@@ -93,3 +93,13 @@ async def test_connections_from_one_cpu_still_spread_beyond_a_third() -> None:
                 assert more - fewer >= 5  # the kernel's choice kept where it is close
         finally:
             await close_all(clients)
+
+
+async def test_affinity_without_workers_says_it_does_nothing() -> None:
+    with group("--worker-cpu-affinity", workers=1) as served, trio.fail_after(60):
+        await served.wait_for("1 process)")
+        assert "worker_cpu_affinity applies to the workers of --workers N" in served.output
+        assert allowed_cpus(served.proc.pid) == os.sched_getaffinity(0)
+    with group("--worker-cpu-affinity") as served, trio.fail_after(60):
+        await served.wait_for("2 processes")
+        assert "worker_cpu_affinity applies" not in served.output
