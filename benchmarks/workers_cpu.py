@@ -34,9 +34,9 @@ that process's CPU with its share of the connections (a process that may
 run anywhere is pinned first, the i-th to CPU i): one process and each of
 two then share a core with one load thread, where by default wrk's two
 threads go wherever the kernel puts them and one process has a core to
-itself more often than two. ``--affinity``
-runs ``--workers 2`` with ``--worker-cpu-affinity``: each worker on its CPU,
-given the connections that CPU receives.
+itself more often than two. ``--affinity`` runs ``--workers 2`` with
+``--worker-cpu-affinity``: each worker on its CPU, given the connections
+that CPU receives.
 
 ``--base CHECKOUT`` runs another checkout's ``src`` (a build of main, say)
 beside this one, round by round, so that both meet the same machine.
@@ -53,6 +53,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +119,9 @@ def per_core_wrk(port: int, serving: list[int], args: argparse.Namespace) -> dic
                 os.sched_setaffinity(int(tid), allowed)
         cpus.append(min(allowed))
     share = args.connections // len(serving)
-    wrks = []
-    for cpu in cpus:
-        cmd = wrk_for(
+    commands = [
+        ["taskset", "-c", str(cpu)]
+        + wrk_for(
             port,
             threads=1,
             connections=share,
@@ -129,30 +130,21 @@ def per_core_wrk(port: int, serving: list[int], args: argparse.Namespace) -> dic
             lua=LUA,
             script_args=["call2026", MODERN],
         )
-        wrks.append(
-            subprocess.Popen(
-                ["taskset", "-c", str(cpu), *cmd], cwd=ROOT, stdout=subprocess.PIPE, text=True
-            )
-        )
-    total: dict[str, Any] = {
-        "requests": 0,
-        "errors": {},
-        "non2xx": 0,
-        "mismatches": 0,
-        "duration_us": 0,
-    }
-    for wrk in wrks:
-        out, _ = wrk.communicate(timeout=args.duration + 30)
-        lines = [line for line in out.splitlines() if line.startswith("WRK_RESULT ")]
-        if wrk.returncode != 0 or not lines:
-            raise BenchmarkError(f"wrk failed ({wrk.returncode}):\n{out}")
-        result = json.loads(lines[0][len("WRK_RESULT ") :])
-        for key in ("requests", "non2xx", "mismatches"):
-            total[key] += result[key]
+        for cpu in cpus
+    ]
+    with ThreadPoolExecutor(len(commands)) as pool:
+        results = [done for done, _ in pool.map(lambda cmd: run_wrk(cmd, args.duration), commands)]
+    errors: dict[str, int] = {}
+    for result in results:
         for key, count in result["errors"].items():
-            total["errors"][key] = total["errors"].get(key, 0) + count
-        total["duration_us"] = max(total["duration_us"], result["duration_us"])
-    return total
+            errors[key] = errors.get(key, 0) + count
+    return {
+        "requests": sum(result["requests"] for result in results),
+        "errors": errors,
+        "non2xx": sum(result["non2xx"] for result in results),
+        "mismatches": sum(result["mismatches"] for result in results),
+        "duration_us": max(result["duration_us"] for result in results),
+    }
 
 
 def bench_at_rate(port: int, args: argparse.Namespace) -> dict[str, Any]:

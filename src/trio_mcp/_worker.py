@@ -8,8 +8,8 @@ inherits, and with ``worker_cpu_affinity`` the CPU it runs on. It serves
 as ``trio-mcp run`` does with one process, except that it does not announce
 itself (the supervisor says the group's start-up line once), it tells the
 supervisor when it listens, and a task of its own trio run answers the
-supervisor's heartbeat. When the control channel closes
-(the supervisor died), it drains and exits as on SIGTERM.
+supervisor's heartbeat. When the control channel closes (the supervisor
+died), it drains and exits as on SIGTERM.
 """
 
 from __future__ import annotations
