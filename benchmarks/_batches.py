@@ -164,10 +164,38 @@ class BatchTimes(trio.abc.Instrument):
         return shot
 
 
-def distribution(shots: list[dict[str, Any]]) -> dict[str, Any]:
+#: Waits (ms) whose share `arrivals_waiting_over` reports.
+WAITS_MS = (0.25, 0.5, 1.0, 2.0)
+
+
+def arrivals_waiting_over(histogram: list[int], seconds: float) -> dict[str, float]:
+    """For each of `WAITS_MS`, the share (%) of `seconds` of wall time at
+    which a request arriving would wait longer than that for the batch in
+    progress to end: what batches of a length L beyond the wait w held,
+    L - w each, over the time (L a bucket's middle, the last bucket's
+    lower bound). The server's own part of a client's latency tail, which
+    a client's p99 mixes with the client's."""
+    lows = (0.0, *BOUNDS_MS)
+    highs = (*BOUNDS_MS, BOUNDS_MS[-1])
+    lengths = [(low + high) / 2 for low, high in zip(lows, highs, strict=True)]
+    return {
+        f"{wait}ms": round(
+            100
+            * sum(c * max(0.0, ms - wait) for c, ms in zip(histogram, lengths, strict=True))
+            / (seconds * 1000),
+            3,
+        )
+        for wait in WAITS_MS
+    }
+
+
+def distribution(shots: list[dict[str, Any]], seconds: float | None = None) -> dict[str, Any]:
     """The batches between the first and the last of `shots` (consecutive
     snapshots): counts, CPU, quantiles of batch CPU (a bucket's upper bound),
-    how many took over 1 ms and over 5 ms, and the longest."""
+    how many took over 1 ms and over 5 ms, and the longest; given the
+    `seconds` they span, the share of the time at which an arrival would
+    wait over each of `WAITS_MS` (`arrivals_waiting_over`), by batches' wall
+    time and by their CPU time."""
     before, after = shots[0], shots[-1]
 
     def phase(key: str) -> list[int]:
@@ -219,6 +247,9 @@ def distribution(shots: list[dict[str, Any]]) -> dict[str, Any]:
             if count
         },
     }
+    if seconds:
+        result["arrivals_waiting_over_pct"] = arrivals_waiting_over(walls, seconds)
+        result["arrivals_waiting_over_pct_by_cpu"] = arrivals_waiting_over(histogram, seconds)
     if "kinds" in after:
         kinds = Counter(after["kinds"])
         kinds.subtract(before.get("kinds", {}))

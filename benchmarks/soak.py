@@ -534,7 +534,10 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.batches != "off":
         report["batches"] = {
-            phase: distribution([line["batches"] for line in log.lines[marks[a] - 1 : marks[b]]])
+            phase: distribution(
+                [line["batches"] for line in log.lines[marks[a] - 1 : marks[b]]],
+                log.lines[marks[b] - 1]["t"] - log.lines[marks[a] - 1]["t"],
+            )
             for phase, a, b in (
                 ("unloaded", "unloaded", "attack"),
                 ("measured_attack", "measured", "attack_end"),
