@@ -1,6 +1,5 @@
 """Full garbage collections at a pace while trio-mcp runs trio itself: the
 automatic ones are off, one runs every interval, and all is as it was after;
-the young and middle ones run in a task of their own, in a turn;
 with freezing, what survives start-up and each paced collection is frozen;
 with trimming, glibc's free heap pages go back to the system each interval."""
 
@@ -23,15 +22,12 @@ from trio_mcp import ServerConfig
 from trio_mcp._trio import _collector
 from trio_mcp._trio._collector import (
     collect_fully,
-    collect_young,
     freeze_survivors,
     frozen_survivors,
     generational,
     heap_trimmer,
     paced_full_collections,
-    young_collections_in_turns,
 )
-from trio_mcp._trio._turns import keep_turns
 
 #: (on the incremental collector, 3.14's, pacing rightly does not apply)
 generational_only = pytest.mark.skipif(
@@ -153,62 +149,11 @@ def serve_and_report(interval: float, freeze: bool) -> tuple[int, int]:
 @generational_only
 @pytest.mark.parametrize("interval", [60.0, 0.0])
 def test_run_paces_full_collections_unless_told_not_to(interval: float) -> None:
-    first, _, third, _ = served_tuple(SERVE_AND_REPORT_THRESHOLD, str(interval), "no-freeze")
+    third, _ = serve_and_report(interval, freeze=False)
     if interval:
         assert third == _collector._NEVER
-        # (the young ones in turns: the automatic threshold is only a backstop)
-        assert first == gc.get_threshold()[0] * _collector._BACKSTOP
     else:
         assert third == gc.get_threshold()[2] != _collector._NEVER
-        assert first == gc.get_threshold()[0]
-
-
-@generational_only
-def test_young_collections_in_turns_raise_the_automatic_threshold_until_they_end() -> None:
-    before = gc.get_threshold()
-    with young_collections_in_turns(True) as young:
-        assert young == before[0]
-        assert gc.get_threshold() == (before[0] * _collector._BACKSTOP, *before[1:])
-    assert gc.get_threshold() == before
-    with young_collections_in_turns(False) as young:
-        assert young is None and gc.get_threshold() == before
-    gc.disable()
-    try:
-        with young_collections_in_turns(True) as young:
-            assert young is None and gc.get_threshold() == before
-    finally:
-        gc.enable()
-
-
-@generational_only
-async def test_young_collections_run_in_their_own_task_not_in_the_allocating_one() -> None:
-    started: list[tuple[int, str]] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            started.append((info["generation"], trio.lowlevel.current_task().name))
-
-    with young_collections_in_turns(True) as young:
-        assert young is not None
-        gc.collect()  # (every count from zero)
-        gc.callbacks.append(record)
-        try:
-            async with trio.open_nursery() as nursery:
-                await nursery.start(keep_turns)
-                collector = await nursery.start(collect_young, young)
-                # past the threshold, short of the backstop, in one step of this task
-                kept = [[] for _ in range(2 * young)]
-                assert started == []  # (no automatic collection on the way)
-                with trio.fail_after(5):
-                    while not started:
-                        await trio.sleep(0.001)
-                collector.cancel()
-                nursery.cancel_scope.cancel()
-        finally:
-            gc.callbacks.remove(record)
-    assert len(kept) == 2 * young
-    generation, task = started[0]
-    assert generation in (0, 1) and task.endswith("collect_young"), started
 
 
 def test_the_interval_is_validated() -> None:

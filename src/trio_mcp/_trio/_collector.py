@@ -20,15 +20,6 @@ so while connections come and go as fast as they die, the young and middle
 lists grow far past their thresholds, and a middle collection of 60,000
 objects held every request behind it for 10-50 ms.
 
-While the full collections are paced, the young and middle ones wait for
-a turn (`collect_young`, `_turns.py`): an automatic one runs inside
-whichever scheduler batch made the allocation that crossed the threshold,
-and lengthens it by the collection (0.4 ms on average under the soak's
-attack) for every request in it; in a turn a collection runs in a batch of
-its own, when no request is runnable. A task looks at the young count every
-`YOUNG_LOOK_S`; the automatic threshold stays, `_BACKSTOP` times higher, for
-a process whose scheduler gives no turn in time.
-
 With freezing on, what start-up built and what survives each paced full
 collection is moved to the collector's permanent generation
 (``gc.freeze``), which no collection walks: a full collection then costs
@@ -67,17 +58,10 @@ from typing import Final
 
 import trio
 
-from ._turns import take_turn
-
 #: A third threshold no count of younger collections reaches.
 _NEVER: Final = 2**31 - 1
 #: Young collections per middle-generation collection, while paced.
 _MIDDLE_EVERY: Final = 2
-#: How often `collect_young` looks whether the young generation is due.
-YOUNG_LOOK_S: Final = 0.005
-#: The automatic young threshold while `collect_young` runs, as a multiple of
-#: the collector's own.
-_BACKSTOP: Final = 32
 
 
 def generational() -> bool:
@@ -100,37 +84,6 @@ def paced_full_collections(interval_s: float | None) -> Iterator[float | None]:
         yield interval_s
     finally:
         gc.set_threshold(*saved)
-
-
-@contextlib.contextmanager
-def young_collections_in_turns(enabled: bool) -> Iterator[int | None]:
-    """While entered, automatic young collections only at `_BACKSTOP` times
-    the threshold (when `enabled` and the collector is generational); yields
-    the threshold `collect_young` keeps instead, else None."""
-    if not (enabled and generational()):
-        yield None
-        return
-    saved = gc.get_threshold()
-    gc.set_threshold(saved[0] * _BACKSTOP, *saved[1:])
-    try:
-        yield saved[0]
-    finally:
-        gc.set_threshold(*saved)
-
-
-async def collect_young(threshold: int, *, task_status: trio.TaskStatus[trio.CancelScope]) -> None:
-    """Every `YOUNG_LOOK_S`, when the young count has reached `threshold`, a
-    young collection in a turn (a middle one when that generation is due
-    too, as the automatic collector would), until the cancel scope it starts
-    with is cancelled."""
-    middle_every = gc.get_threshold()[1]
-    with trio.CancelScope() as scope:
-        task_status.started(scope)
-        while True:
-            await trio.sleep(YOUNG_LOOK_S)
-            if gc.get_count()[0] >= threshold:
-                await take_turn()
-                gc.collect(1 if gc.get_count()[1] >= middle_every else 0)
 
 
 @contextlib.contextmanager

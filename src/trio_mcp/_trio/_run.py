@@ -28,12 +28,10 @@ from .._errors import StartupError
 from .._http._handler import Handler, HandlerFunction
 from ._collector import (
     collect_fully,
-    collect_young,
     freeze_survivors,
     frozen_survivors,
     heap_trimmer,
     paced_full_collections,
-    young_collections_in_turns,
 )
 from ._server import HTTPServer, logger
 from ._slice import scheduling_slice
@@ -65,8 +63,7 @@ def run(
     address taken, say) exits with one line saying why (SystemExit, status
     1), not a traceback. With ``config.trio_tweaks`` (the default), the
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
-    with ``config.gc_full_interval_s``, full garbage collections are paced
-    and younger ones wait for a turn,
+    with ``config.gc_full_interval_s``, full garbage collections are paced,
     and with ``config.gc_freeze`` what survives start-up and each of them is
     frozen, and with ``config.malloc_trim`` the C allocator's free pages go
     back to the system at the same pace (``_collector.py``); with
@@ -111,12 +108,10 @@ def run(
                 except StartupError as exc:
                     failures.append(exc)
                     return
-                collections: list[trio.CancelScope] = []
+                collections: trio.CancelScope | None = None
                 if pacing is not None:
                     trim = heap_trimmer(settings.malloc_trim)
-                    collections.append(await nursery.start(collect_fully, pacing, freezing, trim))
-                if young is not None:
-                    collections.append(await nursery.start(collect_young, young))
+                    collections = await nursery.start(collect_fully, pacing, freezing, trim)
                 (started or _log_listening)(server)
                 with waiting:
                     async for signum in signals:
@@ -126,13 +121,12 @@ def run(
                             break
                         logger.info("got signal %d: draining (a second one stops at once)", signum)
                         server.shutdown()
-                for scope in collections:
-                    scope.cancel()
+                if collections is not None:
+                    collections.cancel()
 
     with (
         trio_tweaks(settings.trio_tweaks) as tweaks,
         paced_full_collections(settings.gc_full_interval_s) as pacing,
-        young_collections_in_turns(pacing is not None) as young,
         frozen_survivors(settings.gc_freeze) as freezing,
         scheduling_slice(settings.sched_slice_us) as sliced,
     ):
