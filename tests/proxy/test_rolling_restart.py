@@ -50,7 +50,7 @@ EXIT_S = 20.0
 #: Calls a restarted replica must answer (through the proxy) before the next goes.
 SERVED_AFTER_RESTART = 3
 #: The replicas' drain delay behind each proxy, as the README asks (its
-#: "Failure semantics"). Behind HAProxy, what deploy/haproxy.cfg needs: the
+#: rolling restart, in "Several processes"). Behind HAProxy, what deploy/haproxy.cfg needs: the
 #: listener closes only once HAProxy's /readyz checks (inter 1 s, fastinter
 #: 250 ms, fall 2) have marked the draining replica down; without it HAProxy
 #: may connect just as the listener closes, and that connection is reset after
