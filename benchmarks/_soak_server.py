@@ -8,9 +8,10 @@ broadcast every 50 ms, and a line of statistics (JSON) on stdout every second.
 The configuration is the default one but for the session idle timeout (60 s,
 so that a flood of abandoned sessions ends within the run), and the process
 runs as ``run`` would: the trio tweaks, the paced full collections, the
-freezing of what survives them (``--no-gc-freeze``: not), the trimming of
-glibc's heap at the same pace (``--no-malloc-trim``: not) and, with
-``--sched-slice-us``, the kernel's scheduling slice (``sched_slice_us``).
+young ones in turns, the freezing of what survives them (``--no-gc-freeze``:
+not), the trimming of glibc's heap at the same pace (``--no-malloc-trim``:
+not) and, with ``--sched-slice-us``, the kernel's scheduling slice
+(``sched_slice_us``).
 
 ``--batches`` adds the CPU time of trio's scheduler batches to each line
 (`_batches.BatchTimes`); ``--batch-kinds`` also counts the steps of long
@@ -38,11 +39,13 @@ from _suite_server import server as app
 
 from trio_mcp import HTTPServer, MCPConfig, ServerConfig, serve_mcp
 from trio_mcp._trio._collector import (
+    YoungCollections,
     collect_fully,
     freeze_survivors,
     frozen_survivors,
     heap_trimmer,
     paced_full_collections,
+    young_collections_in_turns,
 )
 from trio_mcp._trio._slice import scheduling_slice
 from trio_mcp._trio._tweaks import applied as trio_tweaks
@@ -130,13 +133,15 @@ async def main(
     config: MCPConfig,
     lean: bool,
     pacing: float | None,
+    young: YoungCollections | None,
     freezing: bool,
     batches: BatchTimes | None,
     tracing: bool,
 ) -> None:
     # What `run` does around the server (a script's run has no statistics
     # to print): the lean instrument checks, the paced full collections, the
-    # freezing of what survives them and the heap's trimming.
+    # young ones in turns, the freezing of what survives them and the heap's
+    # trimming.
     if batches is not None:
         trio.lowlevel.add_instrument(batches)
     if lean:
@@ -150,6 +155,8 @@ async def main(
         if pacing is not None:
             trim = heap_trimmer(config.http.malloc_trim)
             await nursery.start(partial(collect_fully, pacing, freezing, trim))
+        if young is not None:
+            await nursery.start(young.collect)
         nursery.start_soon(report, server, batches, tracing)
         nursery.start_soon(broadcast)
 
@@ -182,6 +189,7 @@ if __name__ == "__main__":
     with (
         trio_tweaks(config.http.trio_tweaks) as tweaks,
         paced_full_collections(config.http.gc_full_interval_s) as pacing,
+        young_collections_in_turns(pacing is not None) as young,
         frozen_survivors(config.http.gc_freeze) as freezing,
         scheduling_slice(config.http.sched_slice_us) as sliced,
     ):
@@ -189,7 +197,14 @@ if __name__ == "__main__":
             raise SystemExit("--sched-slice-us: this kernel takes no slice of a thread's own")
         try:
             trio.run(
-                main, config, tweaks.lean_instruments, pacing, freezing, batches, args.tracemalloc
+                main,
+                config,
+                tweaks.lean_instruments,
+                pacing,
+                young,
+                freezing,
+                batches,
+                args.tracemalloc,
             )
         except KeyboardInterrupt:
             pass

@@ -32,6 +32,7 @@ DIRECT_STARTS = {
     ("_trio/_run.py", "serving"),  # run(): the server itself, in trio.run's nursery
     ("_trio/_server.py", "_stop_at"),  # the shutdown deadline, once; no client input
     ("_trio/_run.py", "collect_fully"),  # run(): paced garbage collections, no client input
+    ("_trio/_run.py", "young.collect"),  # run(): young collections in turns, no client input
     ("_trio/_tasks.py", "_guard"),  # spawn itself
     # --workers: the supervisor's own tasks (no client input; a worker's
     # messages that do not parse end its reader only) ...

@@ -1,5 +1,7 @@
 """Full garbage collections at a pace while trio-mcp runs trio itself: the
 automatic ones are off, one runs every interval, and all is as it was after;
+the young and middle ones run in a task of their own, in a turn, when a
+server's look finds one due;
 with freezing, what survives start-up and each paced collection is frozen;
 with trimming, glibc's free heap pages go back to the system each interval."""
 
@@ -16,9 +18,9 @@ from functools import partial
 
 import pytest
 import trio
-from _support import free_port
+from _support import connect, free_port, post, settled
 
-from trio_mcp import ServerConfig
+from trio_mcp import Request, Response, ServerConfig, serve
 from trio_mcp._trio import _collector
 from trio_mcp._trio._collector import (
     collect_fully,
@@ -27,7 +29,10 @@ from trio_mcp._trio._collector import (
     generational,
     heap_trimmer,
     paced_full_collections,
+    young_collections,
+    young_collections_in_turns,
 )
+from trio_mcp._trio._turns import keep_turns
 
 #: (on the incremental collector, 3.14's, pacing rightly does not apply)
 generational_only = pytest.mark.skipif(
@@ -137,23 +142,167 @@ def served_tuple(script: str, *args: str) -> list[int]:
     return [int(value) for value in reply.rsplit(b"\r\n\r\n", 1)[1].strip(b"()").split(b",")]
 
 
-def serve_and_report(interval: float, freeze: bool) -> tuple[int, int]:
-    """The third threshold and the number of frozen objects, as a server's
-    handler sees them under `run` with these settings."""
+def serve_and_report(interval: float, freeze: bool) -> tuple[int, int, int]:
+    """The first and third thresholds and the number of frozen objects, as
+    a server's handler sees them under `run` with these settings."""
     values = served_tuple(
         SERVE_AND_REPORT_THRESHOLD, str(interval), "freeze" if freeze else "no-freeze"
     )
-    return values[2], values[3]
+    return values[0], values[2], values[3]
 
 
 @generational_only
 @pytest.mark.parametrize("interval", [60.0, 0.0])
 def test_run_paces_full_collections_unless_told_not_to(interval: float) -> None:
-    third, _ = serve_and_report(interval, freeze=False)
+    first, third, _ = serve_and_report(interval, freeze=False)
     if interval:
         assert third == _collector._NEVER
+        # (the young ones in turns: the automatic threshold is a backstop)
+        assert first == gc.get_threshold()[0] * _collector.BACKSTOP
     else:
         assert third == gc.get_threshold()[2] != _collector._NEVER
+        assert first == gc.get_threshold()[0]
+
+
+@generational_only
+def test_young_collections_in_turns_keep_the_automatic_threshold_as_a_backstop() -> None:
+    before = gc.get_threshold()
+    assert young_collections() is None
+    with young_collections_in_turns(True) as young:
+        assert young is not None and young.threshold == before[0]
+        assert young_collections() is young
+        assert gc.get_threshold() == (before[0] * _collector.BACKSTOP, *before[1:])
+        with young_collections_in_turns(True) as nested:  # (one per process)
+            assert nested is None
+        assert gc.get_threshold()[0] == before[0] * _collector.BACKSTOP
+    assert gc.get_threshold() == before and young_collections() is None
+    with young_collections_in_turns(False) as young:
+        assert young is None and gc.get_threshold() == before
+
+
+class Collections:
+    """The collections that run while entered: (generation, the name of the
+    trio task they ran in); each also appends "collected" to `log`, if given."""
+
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.seen: list[tuple[int, str]] = []
+        self.log = log
+
+    def __enter__(self) -> list[tuple[int, str]]:
+        gc.callbacks.append(self._record)
+        return self.seen
+
+    def __exit__(self, *_: object) -> None:
+        gc.callbacks.remove(self._record)
+
+    def _record(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.seen.append((info["generation"], trio.lowlevel.current_task().name))
+            if self.log is not None:
+                self.log.append("collected")
+
+
+def is_collector(task_name: str) -> bool:
+    return task_name.endswith("YoungCollections.collect")
+
+
+@generational_only
+async def test_a_look_wakes_the_collector_only_when_a_collection_is_due() -> None:
+    kept: list[list[int]] = []
+    with young_collections_in_turns(True) as young, Collections() as seen:
+        assert young is not None
+        async with trio.open_nursery() as nursery:
+            collector = await nursery.start(young.collect)
+            gc.collect()  # (the young count starts from zero)
+            young.look()
+            await settled()
+            assert seen == [(2, trio.lowlevel.current_task().name)]  # (that one)
+            kept.extend([] for _ in range(young.threshold + 100))
+            young.look()
+            await settled()
+            assert len(seen) == 2 and seen[1][0] == 0 and is_collector(seen[1][1])
+            young.look()  # (nothing new is due)
+            await settled()
+            assert len(seen) == 2
+            collector.cancel()
+
+
+@generational_only
+async def test_the_middle_generation_is_collected_when_it_is_due_as_cpython_would() -> None:
+    kept: list[list[int]] = []
+    with young_collections_in_turns(True) as young, Collections() as seen:
+        assert young is not None
+        async with trio.open_nursery() as nursery:
+            collector = await nursery.start(young.collect)
+            gc.collect()
+            for _ in range(gc.get_threshold()[1]):
+                gc.collect(0)  # (as many young collections as the middle threshold)
+            kept.extend([] for _ in range(young.threshold + 100))
+            young.look()
+            await settled()
+            assert seen[-1][0] == 0 and is_collector(seen[-1][1])  # (not yet past it)
+            kept.extend([] for _ in range(young.threshold + 100))
+            young.look()
+            await settled()
+            assert seen[-1][0] == 1 and is_collector(seen[-1][1])
+            collector.cancel()
+
+
+@generational_only
+async def test_a_collection_waits_for_a_turn(mock_clock: trio.testing.MockClock) -> None:
+    # (the clock stands still: the turn comes only when nothing else is runnable)
+    log: list[str] = []
+    kept: list[list[int]] = []
+
+    async def busy() -> None:
+        for _ in range(50):
+            await trio.lowlevel.checkpoint()
+        log.append("busy done")
+
+    with young_collections_in_turns(True) as young:
+        assert young is not None
+        async with trio.open_nursery() as nursery:
+            await nursery.start(keep_turns)
+            collector = await nursery.start(young.collect)
+            gc.collect()
+            kept.extend([] for _ in range(young.threshold + 100))
+            with Collections(log) as seen:
+                young.look()
+                nursery.start_soon(busy)
+                await settled()
+            assert len(seen) == 1 and is_collector(seen[0][1])
+            collector.cancel()
+            nursery.cancel_scope.cancel()
+    assert log == ["busy done", "collected"]
+
+
+@generational_only
+async def test_a_server_looks_every_few_requests_and_the_collector_collects() -> None:
+    kept: list[list[int]] = []
+    per_request = 0
+
+    async def allocating(request: Request) -> Response:
+        kept.extend([] for _ in range(per_request))
+        return Response(200, [], b"ok")
+
+    with young_collections_in_turns(True) as young, Collections() as seen:
+        assert young is not None
+        # (due by the first look, and far from the backstop)
+        per_request = 2 * young.threshold // _collector.LOOK_EVERY
+        async with trio.open_nursery() as nursery:
+            server = await nursery.start(serve, allocating, ServerConfig(port=0))
+            collector = await nursery.start(young.collect)
+            client = await connect(server.ports[0])
+            gc.collect()
+            del seen[:]
+            for _ in range(_collector.LOOK_EVERY):
+                await client.send(post())
+                assert (await client.read_reply()).status == 200
+            await settled()
+            assert seen and all(is_collector(task) for _, task in seen), seen
+            await client.stream.aclose()
+            collector.cancel()
+            server.shutdown()
 
 
 def test_the_interval_is_validated() -> None:
@@ -207,7 +356,7 @@ async def test_a_paced_collection_freezes_what_survived_it_when_told_to() -> Non
 @generational_only
 @pytest.mark.parametrize("freeze", [True, False])
 def test_run_freezes_what_start_up_built_unless_told_not_to(freeze: bool) -> None:
-    _, frozen = serve_and_report(60.0, freeze)
+    _, _, frozen = serve_and_report(60.0, freeze)
     if freeze:
         assert frozen > 1000  # (the interpreter's modules, trio, the server)
     else:

@@ -32,6 +32,7 @@ from ._collector import (
     frozen_survivors,
     heap_trimmer,
     paced_full_collections,
+    young_collections_in_turns,
 )
 from ._server import HTTPServer, logger
 from ._slice import scheduling_slice
@@ -63,7 +64,8 @@ def run(
     address taken, say) exits with one line saying why (SystemExit, status
     1), not a traceback. With ``config.trio_tweaks`` (the default), the
     trio tweaks are in effect for the run on a tested trio (``_tweaks.py``);
-    with ``config.gc_full_interval_s``, full garbage collections are paced,
+    with ``config.gc_full_interval_s``, full garbage collections are paced
+    and younger ones wait for a turn,
     and with ``config.gc_freeze`` what survives start-up and each of them is
     frozen, and with ``config.malloc_trim`` the C allocator's free pages go
     back to the system at the same pace (``_collector.py``); with
@@ -108,10 +110,12 @@ def run(
                 except StartupError as exc:
                     failures.append(exc)
                     return
-                collections: trio.CancelScope | None = None
+                collections: list[trio.CancelScope] = []
                 if pacing is not None:
                     trim = heap_trimmer(settings.malloc_trim)
-                    collections = await nursery.start(collect_fully, pacing, freezing, trim)
+                    collections.append(await nursery.start(collect_fully, pacing, freezing, trim))
+                if young is not None:
+                    collections.append(await nursery.start(young.collect))
                 (started or _log_listening)(server)
                 with waiting:
                     async for signum in signals:
@@ -121,12 +125,13 @@ def run(
                             break
                         logger.info("got signal %d: draining (a second one stops at once)", signum)
                         server.shutdown()
-                if collections is not None:
-                    collections.cancel()
+                for scope in collections:
+                    scope.cancel()
 
     with (
         trio_tweaks(settings.trio_tweaks) as tweaks,
         paced_full_collections(settings.gc_full_interval_s) as pacing,
+        young_collections_in_turns(pacing is not None) as young,
         frozen_survivors(settings.gc_freeze) as freezing,
         scheduling_slice(settings.sched_slice_us) as sliced,
     ):

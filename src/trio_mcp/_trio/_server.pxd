@@ -11,4 +11,5 @@ cdef class HTTPServer:
     cdef public object _connections_total, _requests_total, _shutdown, timeout_tick_s
     cdef public DateCache _dates
     cdef public object _batch, quota, _refused, _limits, _interruptible, tls, observer
-    cdef public object _stages, _listener_closed, peer_socket, spread, _doorway
+    cdef public object _stages, _listener_closed, peer_socket, spread, _doorway, _young
+    cdef public Py_ssize_t _until_look

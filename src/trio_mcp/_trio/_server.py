@@ -74,6 +74,7 @@ from .._http._handler import (
 from .._speedups import USING_EXTENSIONS
 from ._arrivals import Doorway, First
 from ._closing import LINGER_S, close_connection, send_quietly
+from ._collector import LOOK_EVERY, young_collections
 from ._connection import (
     LAST_REQUEST_GRACE_S,
     TOO_SLOW,
@@ -160,6 +161,8 @@ class HTTPServer:
         "peer_socket",
         "spread",
         "_doorway",
+        "_young",
+        "_until_look",
     )
 
     def __init__(
@@ -186,6 +189,10 @@ class HTTPServer:
         self._connections: set[Connection] = set()
         self._connections_total = 0
         self._requests_total = 0
+        #: The process's young collections in turns, if they apply: every
+        #: `LOOK_EVERY` requests the server looks whether one is due.
+        self._young = young_collections()
+        self._until_look = LOOK_EVERY
         self._shutdown = trio.Event()
         self._dates = DateCache()
         #: Sends the answers held by connections when trio's scheduler batch
@@ -475,6 +482,11 @@ class HTTPServer:
                 self.quota.give_body(holding)
                 holding = conn.holding = 0
             self._requests_total += 1
+            self._until_look -= 1
+            if not self._until_look:
+                self._until_look = LOOK_EVERY
+                if self._young is not None:
+                    self._young.look()
             limited_phase = None
             conn.limit = inf
             response: Answer

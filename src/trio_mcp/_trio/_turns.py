@@ -37,15 +37,42 @@ from trio.testing import wait_all_tasks_blocked
 LONGEST_WAIT_S: Final = 0.005
 
 
+class Parked:
+    """A task that waits (`wait`) until another of its run wakes it (`wake`)."""
+
+    __slots__ = ("task",)
+
+    def __init__(self) -> None:
+        #: The waiting task, while it waits.
+        self.task: Task | None = None
+
+    async def wait(self) -> None:
+        """Wait until woken (a checkpoint: it may raise Cancelled)."""
+        self.task = current_task()
+
+        def abort(_: RaiseCancelT) -> Abort:
+            self.task = None
+            return Abort.SUCCEEDED
+
+        await wait_task_rescheduled(abort)
+
+    def wake(self) -> None:
+        """Wake the waiting task, if one waits."""
+        task = self.task
+        if task is not None:
+            self.task = None
+            reschedule(task)
+
+
 class Turns:
     """The queue of pieces waiting for their turn, and its keeper."""
 
-    __slots__ = ("_waiting", "_parked", "longest_wait_s")
+    __slots__ = ("_waiting", "_keeper", "longest_wait_s")
 
     def __init__(self, longest_wait_s: float) -> None:
         self._waiting: deque[Task] = deque()
         #: The keeper, while it waits for a piece to come (nothing waits).
-        self._parked: Task | None = None
+        self._keeper = Parked()
         self.longest_wait_s = longest_wait_s
 
     @property
@@ -57,10 +84,7 @@ class Turns:
         """Wait for this task's turn (a checkpoint: it may raise Cancelled)."""
         task = current_task()
         self._waiting.append(task)
-        keeper = self._parked
-        if keeper is not None:
-            self._parked = None
-            reschedule(keeper)
+        self._keeper.wake()
 
         def abort(_: RaiseCancelT) -> Abort:
             self._waiting.remove(task)
@@ -76,24 +100,15 @@ class Turns:
         try:
             while True:
                 if not waiting:
-                    await self._park()
+                    await self._keeper.wait()
                 with trio.move_on_after(longest):
                     await wait_all_tasks_blocked()
                 if waiting:
                     reschedule(waiting.popleft())
         finally:
-            self._parked = None
+            self._keeper.task = None
             while waiting:
                 reschedule(waiting.popleft())
-
-    async def _park(self) -> None:
-        self._parked = current_task()
-
-        def abort(_: RaiseCancelT) -> Abort:
-            self._parked = None
-            return Abort.SUCCEEDED
-
-        await wait_task_rescheduled(abort)
 
 
 _TURNS: trio.lowlevel.RunVar[Turns | None] = trio.lowlevel.RunVar("trio_mcp_turns", None)
