@@ -8,8 +8,8 @@ from trio_mcp._trio._writer cimport ConnectionWriter
 @cython.final
 cdef class HTTPServer:
     cdef public object handler, _route, _call, config, sockets, _connections
-    cdef public object _connections_total, _requests_total, _shutdown, timeout_tick_s
+    cdef public object _connections_total, _shutdown, timeout_tick_s
+    cdef public Py_ssize_t _requests_total
     cdef public DateCache _dates
     cdef public object _batch, quota, _refused, _limits, _interruptible, tls, observer
     cdef public object _stages, _listener_closed, peer_socket, spread, _doorway, _young
-    cdef public Py_ssize_t _until_look

@@ -162,7 +162,6 @@ class HTTPServer:
         "spread",
         "_doorway",
         "_young",
-        "_until_look",
     )
 
     def __init__(
@@ -189,10 +188,7 @@ class HTTPServer:
         self._connections: set[Connection] = set()
         self._connections_total = 0
         self._requests_total = 0
-        #: The process's young collections in turns, if they apply: every
-        #: `LOOK_EVERY` requests the server looks whether one is due.
-        self._young = young_collections()
-        self._until_look = LOOK_EVERY
+        self._young = young_collections()  # (looked at every LOOK_EVERY requests)
         self._shutdown = trio.Event()
         self._dates = DateCache()
         #: Sends the answers held by connections when trio's scheduler batch
@@ -298,13 +294,7 @@ class HTTPServer:
                 self._doorway = None
                 clock.cancel_scope.cancel()
         finally:
-            for listener in listeners:
-                if listener.fileno() >= 0:
-                    close_listener(listener)
-            batch = self._batch
-            if batch is not None:
-                self._batch = None
-                _last_flush(batch)
+            _stopped(self, listeners)
 
     def _admit(
         self, sock: socket.socket, address: Any, ip: bool, connections: trio.Nursery
@@ -482,11 +472,8 @@ class HTTPServer:
                 self.quota.give_body(holding)
                 holding = conn.holding = 0
             self._requests_total += 1
-            self._until_look -= 1
-            if not self._until_look:
-                self._until_look = LOOK_EVERY
-                if self._young is not None:
-                    self._young.look()
+            if self._young is not None and not self._requests_total % LOOK_EVERY:
+                self._young.look()
             limited_phase = None
             conn.limit = inf
             response: Answer
@@ -634,6 +621,18 @@ def _accept_queued(listener: socket.socket, admit: _Admit, connections: trio.Nur
         except OSError:  # (BlockingIOError: none left)
             return
         admit(sock, address, ip, connections)
+
+
+def _stopped(server: HTTPServer, listeners: list[Any]) -> None:
+    """Close what `HTTPServer._run` opened: the listeners still open, and
+    the batch-end sender (what it holds is sent first)."""
+    for listener in listeners:
+        if listener.fileno() >= 0:
+            close_listener(listener)
+    batch = server._batch
+    if batch is not None:
+        server._batch = None
+        _last_flush(batch)
 
 
 def _last_flush(batch: BatchEndSender) -> None:
