@@ -178,6 +178,12 @@ def test_young_collections_in_turns_keep_the_automatic_threshold_as_a_backstop()
     assert gc.get_threshold() == before and young_collections() is None
     with young_collections_in_turns(False) as young:
         assert young is None and gc.get_threshold() == before
+    gc.disable()
+    try:
+        with young_collections_in_turns(True) as young:
+            assert young is None and gc.get_threshold() == before
+    finally:
+        gc.enable()
 
 
 class Collections:

@@ -16,10 +16,11 @@ reaches the oldest generation then waits up to an interval to be freed.
 It also collects the middle generation more often (after every three
 young collections instead of every eleven: CPython collects a generation
 when its count is past the threshold, 2 here, 10 by default): the same
-work, in shorter pauses. The young generation's count is net of deaths, old objects' included,
-so while connections come and go as fast as they die, the young and middle
-lists grow far past their thresholds, and a middle collection of 60,000
-objects held every request behind it for 10-50 ms.
+work, in shorter pauses. The young generation's count is net of deaths,
+old objects' included, so while connections come and go as fast as they
+die, the young and middle lists grow far past their thresholds, and a
+middle collection of 60,000 objects held every request behind it for
+10-50 ms.
 
 While the full collections are paced, the young and middle ones wait for a
 turn (`YoungCollections`, `_turns.py`). An automatic one runs inside the
