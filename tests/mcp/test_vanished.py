@@ -136,8 +136,8 @@ class Watches(trio.abc.Instrument):
 
 
 async def test_a_client_gone_before_the_sweeper_looks_needs_no_watch(start_mcp) -> None:
-    """The sweeper's second look at a long answer finds its client gone
-    without waiting, and ends the answer with no watching task."""
+    """The sweeper's look at a long answer finds its client gone without
+    waiting, and ends the answer with no watching task."""
     hanging = Hanging()
     server = await start_mcp(hanging.app, http=QUICK_TICKS)
     port = server.ports[0]
@@ -148,6 +148,27 @@ async def test_a_client_gone_before_the_sweeper_looks_needs_no_watch(start_mcp) 
     finally:
         trio.lowlevel.remove_instrument(watches)
     assert watches.started == 0
+
+
+async def test_a_call_whose_client_left_ends_at_the_first_tick_that_sees_it(
+    start_mcp, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Calls whose clients sent them and left end at the sweeper's first look
+    at them, not its second: a vanished call holds its task, socket and
+    objects for up to one tick, not two (under a flood of them, what they
+    hold outlives more young collections the longer they run)."""
+    hanging = Hanging()
+    server = await start_mcp(hanging.app, http=QUICK_TICKS)
+    tick_s = server._limits.tick_s
+    for id in range(CALLS):
+        body = modern_body("tools/call", {"name": "hang", "arguments": {}}, id=id)
+        await post_and_vanish(
+            server.ports[0], mcp_post(body, version="2026-07-28", extra=modern_headers(body))
+        )
+        await hanging.until(lambda n=id + 1: hanging.started == n, "the call running")
+        started = trio.current_time()
+        await hanging.until(lambda: hanging.running == 0, "the call cancelled")
+        assert trio.current_time() - started <= tick_s
 
 
 class RunningPerBatch(trio.abc.Instrument):

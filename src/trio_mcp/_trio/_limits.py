@@ -13,9 +13,9 @@ So a request costs no clock reading and no work in trio's deadline heap;
 limits fire no earlier than set and up to two ticks late.
 
 The same look moves the reads of a slow head (`_slow_lane.py`) back from
-the slow lane once the head is in; it watches the clients of long answers
-(from their second tick),
-starts what slow ones do to keep their responses alive
+the slow lane once the head is in; it ends an answer whose client is gone
+already at its first tick, and watches the clients of long answers (from
+their second tick), starts what slow ones do to keep their responses alive
 (`ResponseWriter.slow`), shortens the head limit while many heads are slow,
 and tells the connection quota when capacity frees up, for its refusals'
 ``Retry-After``.
@@ -167,6 +167,12 @@ class TimeLimits:
                 seen = writer.seen
                 if seen is None:
                     writer.seen = seen = now
+                    # A client gone by the first tick that sees its answer (one
+                    # that sent its call and left) needs no second: its answer
+                    # ends now, before what it holds outlives young collections.
+                    if watchers is not None and writer.peer_gone_already():
+                        writer.watched = True
+                        endings.append(writer.peer_left)
                 elif now - seen >= writer.time_limit_s and not writer.overdue:
                     writer.overdue = True
                     endings.append(conn.end_overdue)
