@@ -136,8 +136,9 @@ class Connection:
     heap and off the clock on every request.
 
     `answering` is the writer of the deferred answer being produced, if any:
-    the sweeper starts watching the client of one that is still running at
-    its second look (`ConnectionWriter.watch_peer`).
+    the sweeper ends one whose client is gone at its first look, and starts
+    watching the client of one still running at its second
+    (`ConnectionWriter.watch_peer`).
 
     A connection over a socket that can be interrupted (`interruptible`) ends an
     overdue head without a cancel (`end_overdue`): a cancel unwinds the
